@@ -1,0 +1,271 @@
+"""The Forge instruction set: the one table every other part reads.
+
+Opcodes, mnemonics, operand shapes and tick costs; channel numbers and
+directions; fault codes; the 16-byte instruction encoding.  The assembler,
+disassembler, container validation, both execution tiers and the docs are
+all driven from here, so nothing else restates these facts.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import Final
+
+__all__ = [
+    "CHANNEL_COUNT",
+    "CHANNEL_DIRECTIONS",
+    "DEFAULT_GRANTS",
+    "GRANTABLE_CHANNELS",
+    "INSTRUCTION_SIZE",
+    "OPCODES",
+    "OPCODE_BY_MNEMONIC",
+    "REGISTER_COUNT",
+    "UNKNOWN_OPCODE_COST",
+    "WORD_MASK",
+    "Channel",
+    "ChannelDirection",
+    "FaultCode",
+    "Instruction",
+    "OpInfo",
+    "Opcode",
+    "Operand",
+    "decode_instruction",
+    "encode_instruction",
+    "tick_cost",
+]
+
+REGISTER_COUNT: Final = 256
+WORD_MASK: Final = (1 << 64) - 1
+INSTRUCTION_SIZE: Final = 16
+UNKNOWN_OPCODE_COST: Final = 1
+
+_INSTRUCTION = struct.Struct("<BBBBIQ")
+
+
+class Opcode(IntEnum):
+    """Every defined opcode; any other byte value is an unknown opcode."""
+
+    ADD = 0x01
+    SUB = 0x02
+    MUL = 0x03
+    DIV = 0x04
+    MOD = 0x05
+    NEG = 0x06
+    AND = 0x10
+    OR = 0x11
+    XOR = 0x12
+    NOT = 0x13
+    SHL = 0x14
+    SHR = 0x15
+    LOAD = 0x20
+    STORE = 0x21
+    LOADW = 0x22
+    STOREW = 0x23
+    PUSH = 0x24
+    POP = 0x25
+    JMP = 0x30
+    JZ = 0x31
+    JNZ = 0x32
+    JLT = 0x33
+    CALL = 0x34
+    RET = 0x35
+    LI = 0x40
+    HALT = 0x50
+    FAULT = 0x51
+    NOP = 0x52
+    SEND = 0x60
+    RECV = 0x61
+    POLL = 0x62
+    TICK = 0x70
+    BUDGET = 0x71
+
+
+class Operand(Enum):
+    """One operand in assembly order; ``field`` is the instruction field it fills."""
+
+    RD = "rd"  # a register written
+    RS1 = "rs1"  # a register read
+    RS2 = "rs2"  # a register read
+    IMM = "imm"  # an immediate value or memory offset
+    TARGET = "target"  # an instruction index (jump, call), held in imm
+    CHANNEL = "channel"  # a channel number, held in imm
+
+    @property
+    def field(self) -> str:
+        return self.value if self.value in ("rd", "rs1", "rs2") else "imm"
+
+    @property
+    def is_register(self) -> bool:
+        return self.field != "imm"
+
+
+@dataclass(frozen=True, slots=True)
+class OpInfo:
+    """What the table knows of one opcode."""
+
+    opcode: Opcode
+    mnemonic: str
+    operands: tuple[Operand, ...]
+    ticks: int
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The instruction fields this opcode uses; the others must be zero."""
+        return frozenset(operand.field for operand in self.operands)
+
+
+_R, _S1, _S2, _I, _T, _C = (
+    Operand.RD,
+    Operand.RS1,
+    Operand.RS2,
+    Operand.IMM,
+    Operand.TARGET,
+    Operand.CHANNEL,
+)
+
+OPCODES: Final[dict[int, OpInfo]] = {
+    info.opcode: info
+    for info in (
+        OpInfo(Opcode.ADD, "ADD", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.SUB, "SUB", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.MUL, "MUL", (_R, _S1, _S2), 2),
+        OpInfo(Opcode.DIV, "DIV", (_R, _S1, _S2), 2),
+        OpInfo(Opcode.MOD, "MOD", (_R, _S1, _S2), 2),
+        OpInfo(Opcode.NEG, "NEG", (_R, _S1), 1),
+        OpInfo(Opcode.AND, "AND", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.OR, "OR", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.XOR, "XOR", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.NOT, "NOT", (_R, _S1), 1),
+        OpInfo(Opcode.SHL, "SHL", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.SHR, "SHR", (_R, _S1, _S2), 1),
+        OpInfo(Opcode.LOAD, "LOAD", (_R, _S1, _I), 1),
+        OpInfo(Opcode.STORE, "STORE", (_S1, _S2, _I), 1),
+        OpInfo(Opcode.LOADW, "LOADW", (_R, _S1, _I), 1),
+        OpInfo(Opcode.STOREW, "STOREW", (_S1, _S2, _I), 1),
+        OpInfo(Opcode.PUSH, "PUSH", (_S1,), 1),
+        OpInfo(Opcode.POP, "POP", (_R,), 1),
+        OpInfo(Opcode.JMP, "JMP", (_T,), 1),
+        OpInfo(Opcode.JZ, "JZ", (_S1, _T), 1),
+        OpInfo(Opcode.JNZ, "JNZ", (_S1, _T), 1),
+        OpInfo(Opcode.JLT, "JLT", (_S1, _S2, _T), 1),
+        OpInfo(Opcode.CALL, "CALL", (_T,), 2),
+        OpInfo(Opcode.RET, "RET", (), 2),
+        OpInfo(Opcode.LI, "LI", (_R, _I), 1),
+        OpInfo(Opcode.HALT, "HALT", (), 1),
+        OpInfo(Opcode.FAULT, "FAULT", (_I,), 1),
+        OpInfo(Opcode.NOP, "NOP", (), 1),
+        OpInfo(Opcode.SEND, "SEND", (_C, _S1, _S2), 3),
+        OpInfo(Opcode.RECV, "RECV", (_C, _R, _S1, _S2), 3),
+        OpInfo(Opcode.POLL, "POLL", (_C, _R), 1),
+        OpInfo(Opcode.TICK, "TICK", (), 1),
+        OpInfo(Opcode.BUDGET, "BUDGET", (_R,), 1),
+    )
+}
+
+OPCODE_BY_MNEMONIC: Final[dict[str, OpInfo]] = {info.mnemonic: info for info in OPCODES.values()}
+
+# Performance note: a flat 256-entry list is what both tiers index per instruction.
+_COSTS: Final[tuple[int, ...]] = tuple(
+    OPCODES[op].ticks if op in OPCODES else UNKNOWN_OPCODE_COST for op in range(256)
+)
+
+
+def tick_cost(opcode: int) -> int:
+    """Ticks charged for executing ``opcode`` (unknown opcodes cost 1)."""
+    return _COSTS[opcode]
+
+
+class FaultCode(IntEnum):
+    """Why a machine stopped in FAULTED: guest-side, part of the machine's state."""
+
+    OUT_OF_TICKS = 0x01  # the next instruction's cost exceeds the remaining budget
+    OUT_OF_MEMORY = 0x02  # a SEND would make the host hold more than the memory quota
+    DIVIDE_BY_ZERO = 0x03  # DIV or MOD with a zero divisor
+    INVALID_ADDRESS = 0x04  # memory range outside the quota, or pc / target outside the code
+    INVALID_INSTRUCTION = 0x05  # an unknown opcode was executed
+    STACK_OVERFLOW = 0x06  # PUSH or CALL below heap_start
+    STACK_UNDERFLOW = 0x07  # POP or RET above stack_start
+    CHANNEL_ERROR = 0x08  # bad channel number, reserved channel, wrong direction, message too big
+    PERMISSION_DENIED = 0x09  # a channel the sandbox was not granted
+    USER_FAULT = 0xFF  # the FAULT instruction; its immediate is the user's code
+
+
+class ChannelDirection(Enum):
+    IN = "IN"
+    OUT = "OUT"
+    INOUT = "IN/OUT"
+    RESERVED = "RESERVED"
+
+    @property
+    def can_send(self) -> bool:
+        return self in (ChannelDirection.OUT, ChannelDirection.INOUT)
+
+    @property
+    def can_receive(self) -> bool:
+        return self in (ChannelDirection.IN, ChannelDirection.INOUT)
+
+
+class Channel(IntEnum):
+    """Channels with a well-known purpose; 8..15 are reserved."""
+
+    STDOUT = 0
+    STDERR = 1
+    STDIN = 2
+    VAULT = 3
+    ORACLE = 4
+    AGORA = 5
+    MINT = 6
+    INTER_SANDBOX = 7
+
+
+CHANNEL_COUNT: Final = 16
+CHANNEL_DIRECTIONS: Final[tuple[ChannelDirection, ...]] = (
+    ChannelDirection.OUT,
+    ChannelDirection.OUT,
+    ChannelDirection.IN,
+    *(ChannelDirection.INOUT,) * 5,
+    *(ChannelDirection.RESERVED,) * 8,
+)
+DEFAULT_GRANTS: Final = frozenset({Channel.STDOUT, Channel.STDERR, Channel.STDIN})
+GRANTABLE_CHANNELS: Final = frozenset(range(Channel.VAULT, Channel.INTER_SANDBOX + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """One decoded instruction; fields are raw (opcode may be unknown)."""
+
+    opcode: int
+    rd: int = 0
+    rs1: int = 0
+    rs2: int = 0
+    imm: int = 0
+
+    @property
+    def info(self) -> OpInfo | None:
+        """The table entry, or ``None`` for an unknown opcode."""
+        return OPCODES.get(self.opcode)
+
+    def unused_nonzero_fields(self) -> list[str]:
+        """Fields the opcode does not use but that are non-zero (empty when unknown)."""
+        info = OPCODES.get(self.opcode)
+        if info is None:
+            return []
+        used = info.fields
+        return [
+            name
+            for name in ("rd", "rs1", "rs2", "imm")
+            if name not in used and getattr(self, name) != 0
+        ]
+
+
+def encode_instruction(insn: Instruction) -> bytes:
+    """The 16-byte little-endian form: opcode, rd, rs1, rs2, reserved u32 = 0, imm u64."""
+    return _INSTRUCTION.pack(insn.opcode, insn.rd, insn.rs1, insn.rs2, 0, insn.imm)
+
+
+def decode_instruction(raw: bytes | memoryview, offset: int = 0) -> tuple[Instruction, int]:
+    """Decode 16 bytes at ``offset``; returns the instruction and its reserved field."""
+    opcode, rd, rs1, rs2, reserved, imm = _INSTRUCTION.unpack_from(raw, offset)
+    return Instruction(opcode, rd, rs1, rs2, imm), reserved

@@ -1,0 +1,908 @@
+"""The Forge machine and its reference interpreter: the specification in code.
+
+Every step runs in the same order: check ``pc`` is inside the code, check the
+instruction's tick cost fits the budget, charge it (``_charge_ticks``, the one
+place ticks are spent), then execute.  Each instruction is one small function
+below whose docstring states its semantics, cost and faults.  An instruction
+either completes or faults; a fault leaves no register, memory or flag change
+behind, because every check comes before the first write.
+
+The machine knows nothing of engines, buses or storage: the host creates it,
+delivers inbound messages between slices, takes outbound messages, and reads
+its state.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from kforge.core import InvalidProgram, InvalidState, PermissionDenied
+from kforge.isa import (
+    CHANNEL_COUNT,
+    CHANNEL_DIRECTIONS,
+    DEFAULT_GRANTS,
+    GRANTABLE_CHANNELS,
+    REGISTER_COUNT,
+    WORD_MASK,
+    Channel,
+    FaultCode,
+    Instruction,
+    Opcode,
+    tick_cost,
+)
+from kforge.memory import Memory, allocate_memory, encode_environment, plan_layout
+from kforge.program import ForgeProgram
+
+__all__ = [
+    "DEFAULT_MESSAGE_LIMIT",
+    "ENVIRONMENT_ADDRESS_REGISTER",
+    "ENVIRONMENT_LENGTH_REGISTER",
+    "HEAP_START_REGISTER",
+    "Delivery",
+    "Flags",
+    "Machine",
+    "MachineSnapshot",
+    "MachineState",
+]
+
+DEFAULT_MESSAGE_LIMIT: Final = 64 * 1024
+HEAP_START_REGISTER: Final = 253
+ENVIRONMENT_ADDRESS_REGISTER: Final = 254
+ENVIRONMENT_LENGTH_REGISTER: Final = 255
+_SIGN_BIT: Final = 1 << 63
+_UNLIMITED: Final = 1 << 80  # beyond any tick count or step count
+
+
+class MachineState(Enum):
+    READY = "READY"
+    RUNNING = "RUNNING"
+    BLOCKED = "BLOCKED"
+    HALTED = "HALTED"
+    FAULTED = "FAULTED"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (MachineState.HALTED, MachineState.FAULTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Flags:
+    zero: bool = False
+    carry: bool = False
+    overflow: bool = False
+    halt: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An inbound message as it became visible to the machine: the replay log's unit."""
+
+    ticks_used: int
+    channel: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSnapshot:
+    """Everything observable about a machine, as plain immutable values.
+
+    Two machines are in the same state exactly when their snapshots are equal.
+    """
+
+    state: MachineState
+    pc: int
+    sp: int
+    registers: tuple[int, ...]
+    flags: Flags
+    ticks_used: int
+    tick_budget: int
+    fault: FaultCode | None
+    fault_detail: int | None
+    blocked_channel: int | None
+    memory: bytes
+    inbound: tuple[tuple[int, tuple[bytes, ...]], ...]
+    outbound: tuple[tuple[int, bytes], ...]
+    stdout: bytes
+    stderr: bytes
+
+
+class _Fault(Exception):
+    """Raised by an instruction to fault the machine; never escapes ``step``."""
+
+    def __init__(self, code: FaultCode, detail: int | None = None) -> None:
+        self.code = code
+        self.detail = detail
+
+
+class _Blocked(Exception):
+    """Raised by RECV on an empty inbound queue; never escapes ``step``."""
+
+    def __init__(self, channel: int) -> None:
+        self.channel = channel
+
+
+class Machine:
+    """One Forge machine: registers, flags, memory, ticks and channels.
+
+    Create with :meth:`Machine.load`.  Drive with :meth:`step` or :meth:`run`;
+    hand inbound messages with :meth:`deliver`; take messages for channels
+    3..7 with :meth:`take_outbound`.
+    """
+
+    __slots__ = (
+        "blocked_channel",
+        "carry",
+        "code",
+        "deliveries",
+        "fault",
+        "fault_detail",
+        "grants",
+        "halt",
+        "heap_start",
+        "held_bytes",
+        "inbound",
+        "memory",
+        "memory_quota",
+        "message_limit",
+        "outbound",
+        "overflow",
+        "pc",
+        "program",
+        "registers",
+        "sp",
+        "stack_start",
+        "state",
+        "stderr",
+        "stdout",
+        "tick_budget",
+        "ticks_used",
+        "zero",
+    )
+
+    program: ForgeProgram
+    code: tuple[Instruction, ...]
+    registers: list[int]
+    pc: int
+    sp: int
+    zero: bool
+    carry: bool
+    overflow: bool
+    halt: bool
+    memory: Memory
+    memory_quota: int
+    heap_start: int
+    stack_start: int
+    tick_budget: int
+    ticks_used: int
+    grants: frozenset[int]
+    message_limit: int
+    inbound: dict[int, deque[bytes]]
+    outbound: deque[tuple[int, bytes]]
+    held_bytes: int
+    stdout: bytearray
+    stderr: bytearray
+    deliveries: list[Delivery]
+    state: MachineState
+    fault: FaultCode | None
+    fault_detail: int | None
+    blocked_channel: int | None
+
+    @classmethod
+    def load(
+        cls,
+        program: ForgeProgram,
+        *,
+        memory_quota: int = 65536,
+        tick_budget: int = 1_000_000,
+        input: bytes = b"",
+        environment: Mapping[bytes, bytes] | None = None,
+        grants: Iterable[int] = (),
+        message_limit: int = DEFAULT_MESSAGE_LIMIT,
+    ) -> Machine:
+        """A READY machine for ``program``.
+
+        Raises ``MemoryQuotaExceeded`` when data, environment and one stack slot do
+        not fit ``memory_quota``; ``InvalidProgram`` when the program still has
+        unresolved imports; ``PermissionDenied`` for a grant outside channels 3..7.
+        """
+        unresolved = program.imports
+        if unresolved:
+            names = ", ".join(name.decode("utf-8", "replace") for name in unresolved)
+            raise InvalidProgram(f"unresolved imports ({names}): link the program first")
+        if tick_budget < 0 or tick_budget > WORD_MASK:
+            raise InvalidProgram(f"tick budget {tick_budget} is outside 0..2^64-1")
+        extra_grants = frozenset(grants)
+        refused = sorted(extra_grants - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
+        if refused:
+            raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
+        environment_block = encode_environment(environment or {})
+        layout = plan_layout(len(program.data), len(environment_block), memory_quota)
+
+        machine = cls.__new__(cls)
+        machine.program = program
+        machine.code = program.code
+        machine.memory = allocate_memory(memory_quota)
+        machine.memory[: len(program.data)] = program.data
+        env_end = layout.environment_address + len(environment_block)
+        machine.memory[layout.environment_address : env_end] = environment_block
+        machine.memory_quota = memory_quota
+        machine.heap_start = layout.heap_start
+        machine.stack_start = layout.stack_start
+        machine.registers = [0] * REGISTER_COUNT
+        machine.registers[HEAP_START_REGISTER] = layout.heap_start
+        machine.registers[ENVIRONMENT_ADDRESS_REGISTER] = layout.environment_address
+        machine.registers[ENVIRONMENT_LENGTH_REGISTER] = len(environment_block)
+        machine.pc = program.entry
+        machine.sp = layout.stack_start
+        machine.zero = machine.carry = machine.overflow = machine.halt = False
+        machine.tick_budget = tick_budget
+        machine.ticks_used = 0
+        machine.grants = DEFAULT_GRANTS | extra_grants
+        machine.message_limit = message_limit
+        machine.inbound = {Channel.STDIN: deque([bytes(input)])}
+        machine.outbound = deque()
+        machine.held_bytes = 0
+        machine.stdout = bytearray()
+        machine.stderr = bytearray()
+        machine.deliveries = []
+        machine.state = MachineState.READY
+        machine.fault = None
+        machine.fault_detail = None
+        machine.blocked_channel = None
+        return machine
+
+    # ----------------------------------------------------------------- running
+
+    def step(self) -> MachineState:
+        """Execute one instruction (or fault, or block) and return the new state.
+
+        A READY machine starts RUNNING; a machine in any other state than
+        RUNNING is left as it is.
+        """
+        if self.state is MachineState.READY:
+            self.state = MachineState.RUNNING
+        self._execute(_UNLIMITED, 1, yield_on_tick=False)
+        return self.state
+
+    def run(self, max_ticks: int | None = None, *, yield_on_tick: bool = False) -> MachineState:
+        """Step until the machine stops running.
+
+        With ``max_ticks`` the run also ends (still RUNNING) once that many ticks
+        were spent in this call; with ``yield_on_tick`` it ends after a TICK
+        instruction.  These are the execution slices of the scheduler.
+        """
+        if self.state is MachineState.READY:
+            self.state = MachineState.RUNNING
+        tick_limit = _UNLIMITED if max_ticks is None else self.ticks_used + max_ticks
+        self._execute(tick_limit, _UNLIMITED, yield_on_tick=yield_on_tick)
+        return self.state
+
+    def _execute(self, tick_limit: int, step_limit: int, *, yield_on_tick: bool) -> None:
+        """The one execution loop: pc check, tick check, charge, execute.
+
+        Stops when the machine leaves RUNNING, after ``step_limit`` instructions,
+        once ``ticks_used`` reaches ``tick_limit``, or after a TICK when asked.
+        """
+        # Performance note: locals instead of attribute lookups in the hot loop.
+        code = self.code
+        code_length = len(code)
+        running = MachineState.RUNNING
+        execute = EXECUTE
+        tick_opcode = Opcode.TICK.value
+        steps = 0
+        while self.state is running and steps < step_limit and self.ticks_used < tick_limit:
+            steps += 1
+            pc = self.pc
+            if pc >= code_length:
+                self._enter_fault(_Fault(FaultCode.INVALID_ADDRESS))
+                return
+            insn = code[pc]
+            cost = tick_cost(insn.opcode)
+            if self.ticks_used + cost > self.tick_budget:
+                self._enter_fault(_Fault(FaultCode.OUT_OF_TICKS))
+                return
+            self.ticks_used += cost  # the one place ticks are charged
+            try:
+                execute[insn.opcode](self, insn)
+            except _Fault as fault:
+                self._enter_fault(fault)
+            except _Blocked as blocked:
+                self.ticks_used -= cost  # a blocked RECV is not charged
+                self.state = MachineState.BLOCKED
+                self.blocked_channel = blocked.channel
+            if yield_on_tick and insn.opcode == tick_opcode:
+                return
+
+    def _enter_fault(self, fault: _Fault) -> None:
+        self.state = MachineState.FAULTED
+        self.fault = fault.code
+        self.fault_detail = fault.detail
+
+    # ------------------------------------------------------------------ host side
+
+    def deliver(self, channel: int, data: bytes) -> None:
+        """Queue an inbound message on ``channel`` and wake a RECV waiting on it.
+
+        Called by the host between slices only.  The delivery is logged with the
+        ticks used at the moment it becomes visible, for replay.  Raises
+        ``PermissionDenied`` for a channel that does not receive or is not granted,
+        and ``InvalidState`` for a machine that has halted or faulted.
+        """
+        if self.state.is_final:
+            raise InvalidState(self.state, "deliver")
+        if not 0 <= channel < CHANNEL_COUNT or not CHANNEL_DIRECTIONS[channel].can_receive:
+            raise PermissionDenied(f"channel {channel} does not take inbound messages")
+        if channel not in self.grants:
+            raise PermissionDenied(f"channel {channel} is not granted to this sandbox")
+        data = bytes(data)
+        self.inbound.setdefault(channel, deque()).append(data)
+        self.deliveries.append(Delivery(self.ticks_used, channel, data))
+        if self.state is MachineState.BLOCKED and self.blocked_channel == channel:
+            self.state = MachineState.RUNNING
+            self.blocked_channel = None
+
+    def take_outbound(self) -> list[tuple[int, bytes]]:
+        """Remove and return the pending messages the sandbox sent on channels 3..7."""
+        taken = list(self.outbound)
+        self.outbound.clear()
+        self.held_bytes -= sum(len(data) for _, data in taken)
+        return taken
+
+    # ------------------------------------------------------------------ observing
+
+    @property
+    def flags(self) -> Flags:
+        return Flags(self.zero, self.carry, self.overflow, self.halt)
+
+    @property
+    def ticks_remaining(self) -> int:
+        return self.tick_budget - self.ticks_used
+
+    def snapshot(self) -> MachineSnapshot:
+        """An immutable copy of every observable part of the state."""
+        return MachineSnapshot(
+            state=self.state,
+            pc=self.pc,
+            sp=self.sp,
+            registers=tuple(self.registers),
+            flags=self.flags,
+            ticks_used=self.ticks_used,
+            tick_budget=self.tick_budget,
+            fault=self.fault,
+            fault_detail=self.fault_detail,
+            blocked_channel=self.blocked_channel,
+            memory=bytes(self.memory),
+            inbound=tuple(
+                (channel, tuple(queue)) for channel, queue in sorted(self.inbound.items()) if queue
+            ),
+            outbound=tuple(self.outbound),
+            stdout=bytes(self.stdout),
+            stderr=bytes(self.stderr),
+        )
+
+    def copy(self) -> Machine:
+        """An independent machine in the same state (memory and queues copied)."""
+        twin = copy.copy(self)
+        twin.registers = list(self.registers)
+        twin.memory = allocate_memory(self.memory_quota)
+        twin.memory[:] = self.memory
+        twin.inbound = {channel: deque(queue) for channel, queue in self.inbound.items()}
+        twin.outbound = deque(self.outbound)
+        twin.stdout = bytearray(self.stdout)
+        twin.stderr = bytearray(self.stderr)
+        twin.deliveries = list(self.deliveries)
+        return twin
+
+
+# =============================================================================
+# Operand access: the checks every instruction relies on.
+# =============================================================================
+
+
+def _memory_range(m: Machine, address: int, size: int) -> int:
+    """``address`` if ``[address, address + size)`` lies inside memory, else INVALID_ADDRESS.
+
+    The address is taken mod 2^64 and the end is computed without wrap-around.
+    """
+    address &= WORD_MASK
+    if address + size > m.memory_quota:
+        raise _Fault(FaultCode.INVALID_ADDRESS)
+    return address
+
+
+def _read_word(m: Machine, address: int) -> int:
+    return int.from_bytes(m.memory[address : address + 8], "little")
+
+
+def _write_word(m: Machine, address: int, value: int) -> None:
+    m.memory[address : address + 8] = value.to_bytes(8, "little")
+
+
+def _code_target(m: Machine, target: int) -> int:
+    """``target`` if it is an instruction index inside the code, else INVALID_ADDRESS."""
+    if target >= len(m.code):
+        raise _Fault(FaultCode.INVALID_ADDRESS)
+    return target
+
+
+def _push(m: Machine, value: int) -> None:
+    if m.sp - 8 < m.heap_start:
+        raise _Fault(FaultCode.STACK_OVERFLOW)
+    m.sp -= 8
+    _write_word(m, m.sp, value)
+
+
+def _pop(m: Machine) -> int:
+    if m.sp + 8 > m.stack_start:
+        raise _Fault(FaultCode.STACK_UNDERFLOW)
+    value = _read_word(m, m.sp)
+    m.sp += 8
+    return value
+
+
+def _channel(m: Machine, channel: int, *, sending: bool) -> int:
+    """Check ``channel`` for a send or a receive.
+
+    CHANNEL_ERROR when it is past 15, reserved, or of the wrong direction;
+    PERMISSION_DENIED when it is not granted to this sandbox.
+    """
+    if channel >= CHANNEL_COUNT:
+        raise _Fault(FaultCode.CHANNEL_ERROR)
+    direction = CHANNEL_DIRECTIONS[channel]
+    if not (direction.can_send if sending else direction.can_receive):
+        raise _Fault(FaultCode.CHANNEL_ERROR)
+    if channel not in m.grants:
+        raise _Fault(FaultCode.PERMISSION_DENIED)
+    return channel
+
+
+def _set_arithmetic_flags(m: Machine, result: int, carry: bool, overflow: bool) -> None:
+    m.zero = result == 0
+    m.carry = carry
+    m.overflow = overflow
+
+
+def _set_logic_flags(m: Machine, result: int) -> None:
+    m.zero = result == 0
+    m.carry = False
+    m.overflow = False
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value & _SIGN_BIT else value
+
+
+# =============================================================================
+# Arithmetic
+# =============================================================================
+
+
+def op_add(m: Machine, insn: Instruction) -> None:
+    """ADD rd, rs1, rs2 — rd = R[rs1] + R[rs2] mod 2^64.  1 tick.
+
+    Flags: zero; carry on unsigned overflow; overflow on signed overflow.
+    """
+    a, b = m.registers[insn.rs1], m.registers[insn.rs2]
+    total = a + b
+    result = total & WORD_MASK
+    overflow = bool(~(a ^ b) & (a ^ result) & _SIGN_BIT)
+    m.registers[insn.rd] = result
+    _set_arithmetic_flags(m, result, total > WORD_MASK, overflow)
+    m.pc += 1
+
+
+def op_sub(m: Machine, insn: Instruction) -> None:
+    """SUB rd, rs1, rs2 — rd = R[rs1] - R[rs2] mod 2^64.  1 tick.
+
+    Flags: zero; carry on borrow (R[rs1] < R[rs2]); overflow on signed overflow.
+    """
+    a, b = m.registers[insn.rs1], m.registers[insn.rs2]
+    result = (a - b) & WORD_MASK
+    overflow = bool((a ^ b) & (a ^ result) & _SIGN_BIT)
+    m.registers[insn.rd] = result
+    _set_arithmetic_flags(m, result, a < b, overflow)
+    m.pc += 1
+
+
+def op_mul(m: Machine, insn: Instruction) -> None:
+    """MUL rd, rs1, rs2 — rd = low 64 bits of R[rs1] * R[rs2].  2 ticks.
+
+    Flags: zero; carry when the high 64 bits of the unsigned product are non-zero;
+    overflow when the signed product does not fit 64 bits.
+    """
+    a, b = m.registers[insn.rs1], m.registers[insn.rs2]
+    product = a * b
+    result = product & WORD_MASK
+    signed_product = _signed(a) * _signed(b)
+    overflow = not -(1 << 63) <= signed_product < (1 << 63)
+    m.registers[insn.rd] = result
+    _set_arithmetic_flags(m, result, product > WORD_MASK, overflow)
+    m.pc += 1
+
+
+def op_div(m: Machine, insn: Instruction) -> None:
+    """DIV rd, rs1, rs2 — rd = R[rs1] / R[rs2], unsigned, rounded down.  2 ticks.
+
+    Flags: zero; carry and overflow cleared.  Faults DIVIDE_BY_ZERO when R[rs2] = 0.
+    """
+    a, b = m.registers[insn.rs1], m.registers[insn.rs2]
+    if b == 0:
+        raise _Fault(FaultCode.DIVIDE_BY_ZERO)
+    result = a // b
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_mod(m: Machine, insn: Instruction) -> None:
+    """MOD rd, rs1, rs2 — rd = R[rs1] mod R[rs2], unsigned.  2 ticks.
+
+    Flags: zero; carry and overflow cleared.  Faults DIVIDE_BY_ZERO when R[rs2] = 0.
+    """
+    a, b = m.registers[insn.rs1], m.registers[insn.rs2]
+    if b == 0:
+        raise _Fault(FaultCode.DIVIDE_BY_ZERO)
+    result = a % b
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_neg(m: Machine, insn: Instruction) -> None:
+    """NEG rd, rs1 — rd = 0 - R[rs1] mod 2^64.  1 tick.
+
+    Flags: zero; carry when R[rs1] != 0; overflow when R[rs1] = 2^63.
+    """
+    a = m.registers[insn.rs1]
+    result = -a & WORD_MASK
+    m.registers[insn.rd] = result
+    _set_arithmetic_flags(m, result, a != 0, a == _SIGN_BIT)
+    m.pc += 1
+
+
+# =============================================================================
+# Bitwise
+# =============================================================================
+
+
+def op_and(m: Machine, insn: Instruction) -> None:
+    """AND rd, rs1, rs2 — bitwise and.  1 tick.  Flags: zero; carry, overflow cleared."""
+    result = m.registers[insn.rs1] & m.registers[insn.rs2]
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_or(m: Machine, insn: Instruction) -> None:
+    """OR rd, rs1, rs2 — bitwise or.  1 tick.  Flags: zero; carry, overflow cleared."""
+    result = m.registers[insn.rs1] | m.registers[insn.rs2]
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_xor(m: Machine, insn: Instruction) -> None:
+    """XOR rd, rs1, rs2 — bitwise exclusive or.  1 tick.  Flags: zero; carry, overflow cleared."""
+    result = m.registers[insn.rs1] ^ m.registers[insn.rs2]
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_not(m: Machine, insn: Instruction) -> None:
+    """NOT rd, rs1 — bitwise complement.  1 tick.  Flags: zero; carry, overflow cleared."""
+    result = ~m.registers[insn.rs1] & WORD_MASK
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_shl(m: Machine, insn: Instruction) -> None:
+    """SHL rd, rs1, rs2 — rd = R[rs1] << (R[rs2] & 63) mod 2^64.  1 tick.
+
+    Flags: zero; carry, overflow cleared.
+    """
+    result = (m.registers[insn.rs1] << (m.registers[insn.rs2] & 63)) & WORD_MASK
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+def op_shr(m: Machine, insn: Instruction) -> None:
+    """SHR rd, rs1, rs2 — rd = R[rs1] >> (R[rs2] & 63), logical.  1 tick.
+
+    Flags: zero; carry, overflow cleared.
+    """
+    result = m.registers[insn.rs1] >> (m.registers[insn.rs2] & 63)
+    m.registers[insn.rd] = result
+    _set_logic_flags(m, result)
+    m.pc += 1
+
+
+# =============================================================================
+# Memory and stack
+# =============================================================================
+
+
+def op_load(m: Machine, insn: Instruction) -> None:
+    """LOAD rd, rs1, imm — rd = byte at R[rs1] + imm (wrapping), zero-extended.  1 tick.
+
+    Faults INVALID_ADDRESS when the byte is outside memory.
+    """
+    address = _memory_range(m, m.registers[insn.rs1] + insn.imm, 1)
+    m.registers[insn.rd] = m.memory[address]
+    m.pc += 1
+
+
+def op_store(m: Machine, insn: Instruction) -> None:
+    """STORE rs1, rs2, imm — byte at R[rs2] + imm (wrapping) = R[rs1] & 0xFF.  1 tick.
+
+    Faults INVALID_ADDRESS when the byte is outside memory.
+    """
+    address = _memory_range(m, m.registers[insn.rs2] + insn.imm, 1)
+    m.memory[address] = m.registers[insn.rs1] & 0xFF
+    m.pc += 1
+
+
+def op_loadw(m: Machine, insn: Instruction) -> None:
+    """LOADW rd, rs1, imm — rd = little-endian u64 at R[rs1] + imm; no alignment rule.  1 tick.
+
+    Faults INVALID_ADDRESS when any of the 8 bytes is outside memory.
+    """
+    address = _memory_range(m, m.registers[insn.rs1] + insn.imm, 8)
+    m.registers[insn.rd] = _read_word(m, address)
+    m.pc += 1
+
+
+def op_storew(m: Machine, insn: Instruction) -> None:
+    """STOREW rs1, rs2, imm — little-endian u64 R[rs1] to R[rs2] + imm.  1 tick.
+
+    Faults INVALID_ADDRESS when any of the 8 bytes is outside memory.
+    """
+    address = _memory_range(m, m.registers[insn.rs2] + insn.imm, 8)
+    _write_word(m, address, m.registers[insn.rs1])
+    m.pc += 1
+
+
+def op_push(m: Machine, insn: Instruction) -> None:
+    """PUSH rs1 — sp -= 8; u64 at sp = R[rs1].  1 tick.
+
+    Faults STACK_OVERFLOW when sp - 8 < heap_start.
+    """
+    _push(m, m.registers[insn.rs1])
+    m.pc += 1
+
+
+def op_pop(m: Machine, insn: Instruction) -> None:
+    """POP rd — rd = u64 at sp; sp += 8.  1 tick.
+
+    Faults STACK_UNDERFLOW when sp + 8 > stack_start.
+    """
+    m.registers[insn.rd] = _pop(m)
+    m.pc += 1
+
+
+# =============================================================================
+# Control flow
+# =============================================================================
+
+
+def op_jmp(m: Machine, insn: Instruction) -> None:
+    """JMP target — pc = imm.  1 tick.  Faults INVALID_ADDRESS when imm is outside the code."""
+    m.pc = _code_target(m, insn.imm)
+
+
+def op_jz(m: Machine, insn: Instruction) -> None:
+    """JZ rs1, target — pc = imm when R[rs1] = 0, else pc + 1.  1 tick.
+
+    Faults INVALID_ADDRESS when the jump is taken and imm is outside the code.
+    """
+    if m.registers[insn.rs1] == 0:
+        m.pc = _code_target(m, insn.imm)
+    else:
+        m.pc += 1
+
+
+def op_jnz(m: Machine, insn: Instruction) -> None:
+    """JNZ rs1, target — pc = imm when R[rs1] != 0, else pc + 1.  1 tick.
+
+    Faults INVALID_ADDRESS when the jump is taken and imm is outside the code.
+    """
+    if m.registers[insn.rs1] != 0:
+        m.pc = _code_target(m, insn.imm)
+    else:
+        m.pc += 1
+
+
+def op_jlt(m: Machine, insn: Instruction) -> None:
+    """JLT rs1, rs2, target — pc = imm when R[rs1] < R[rs2] (unsigned), else pc + 1.  1 tick.
+
+    Faults INVALID_ADDRESS when the jump is taken and imm is outside the code.
+    """
+    if m.registers[insn.rs1] < m.registers[insn.rs2]:
+        m.pc = _code_target(m, insn.imm)
+    else:
+        m.pc += 1
+
+
+def op_call(m: Machine, insn: Instruction) -> None:
+    """CALL target — push pc + 1, pc = imm.  2 ticks.
+
+    Faults INVALID_ADDRESS when imm is outside the code (checked first), then
+    STACK_OVERFLOW when the return address does not fit the stack.
+    """
+    target = _code_target(m, insn.imm)
+    _push(m, m.pc + 1)
+    m.pc = target
+
+
+def op_ret(m: Machine, insn: Instruction) -> None:
+    """RET — pc = popped u64.  2 ticks.
+
+    Faults STACK_UNDERFLOW on an empty stack, then INVALID_ADDRESS when the popped
+    value is outside the code (the pop is then undone: sp is unchanged).
+    """
+    if m.sp + 8 > m.stack_start:
+        raise _Fault(FaultCode.STACK_UNDERFLOW)
+    target = _code_target(m, _read_word(m, m.sp))
+    m.sp += 8
+    m.pc = target
+
+
+# =============================================================================
+# Immediates and system
+# =============================================================================
+
+
+def op_li(m: Machine, insn: Instruction) -> None:
+    """LI rd, imm — rd = imm.  1 tick."""
+    m.registers[insn.rd] = insn.imm
+    m.pc += 1
+
+
+def op_halt(m: Machine, insn: Instruction) -> None:
+    """HALT — state HALTED, halt flag set, pc stays.  1 tick."""
+    m.state = MachineState.HALTED
+    m.halt = True
+
+
+def op_fault(m: Machine, insn: Instruction) -> None:
+    """FAULT code — fault USER_FAULT carrying imm as the user's code.  1 tick."""
+    raise _Fault(FaultCode.USER_FAULT, insn.imm)
+
+
+def op_nop(m: Machine, insn: Instruction) -> None:
+    """NOP — nothing.  1 tick."""
+    m.pc += 1
+
+
+def op_tick(m: Machine, insn: Instruction) -> None:
+    """TICK — ends the current execution slice (a cooperative yield); otherwise NOP.  1 tick."""
+    m.pc += 1
+
+
+def op_budget(m: Machine, insn: Instruction) -> None:
+    """BUDGET rd — rd = tick_budget - ticks_used, after this instruction's charge.  1 tick."""
+    m.registers[insn.rd] = m.tick_budget - m.ticks_used
+    m.pc += 1
+
+
+def op_invalid(m: Machine, insn: Instruction) -> None:
+    """Any unknown opcode — faults INVALID_INSTRUCTION.  1 tick."""
+    raise _Fault(FaultCode.INVALID_INSTRUCTION)
+
+
+# =============================================================================
+# Channels
+# =============================================================================
+
+
+def op_send(m: Machine, insn: Instruction) -> None:
+    """SEND ch, rs1, rs2 — enqueue a copy of mem[R[rs1] .. R[rs1] + R[rs2]] on ch (= imm).  3 ticks.
+
+    Stdout and stderr messages are appended to the sandbox's output; messages on
+    channels 3..7 wait until the host takes them.  Faults, in order of checking:
+    CHANNEL_ERROR (ch > 15, reserved or not sending), PERMISSION_DENIED (not
+    granted), INVALID_ADDRESS (range outside memory), CHANNEL_ERROR (longer than
+    the message limit), OUT_OF_MEMORY (the bytes the host holds for the sandbox
+    would exceed its memory quota).
+    """
+    channel = _channel(m, insn.imm, sending=True)
+    length = m.registers[insn.rs2]
+    address = _memory_range(m, m.registers[insn.rs1], length)
+    if length > m.message_limit:
+        raise _Fault(FaultCode.CHANNEL_ERROR)
+    if m.held_bytes + length > m.memory_quota:
+        raise _Fault(FaultCode.OUT_OF_MEMORY)
+    message = bytes(m.memory[address : address + length])
+    m.held_bytes += length
+    if channel == Channel.STDOUT:
+        m.stdout += message
+    elif channel == Channel.STDERR:
+        m.stderr += message
+    else:
+        m.outbound.append((channel, message))
+    m.pc += 1
+
+
+def op_recv(m: Machine, insn: Instruction) -> None:
+    """RECV ch, rd, rs1, rs2 — take the head message m of ch (= imm).  3 ticks.
+
+    With n = min(len(m), R[rs2]), copies m[0..n] to mem[R[rs1]..] and sets
+    rd = len(m); the message is consumed whole (rd > R[rs2] tells of truncation).
+    On an empty queue the machine BLOCKS on ch with pc unchanged and nothing
+    charged.  Faults, in order: CHANNEL_ERROR (ch > 15, reserved or not
+    receiving), PERMISSION_DENIED (not granted), INVALID_ADDRESS (the n bytes
+    are outside memory), CHANNEL_ERROR (the message is longer than the limit).
+    """
+    channel = _channel(m, insn.imm, sending=False)
+    queue = m.inbound.get(channel)
+    if not queue:
+        raise _Blocked(channel)
+    message = queue[0]
+    count = min(len(message), m.registers[insn.rs2])
+    address = _memory_range(m, m.registers[insn.rs1], count)
+    if len(message) > m.message_limit:
+        raise _Fault(FaultCode.CHANNEL_ERROR)
+    queue.popleft()
+    m.memory[address : address + count] = message[:count]
+    m.registers[insn.rd] = len(message)
+    m.pc += 1
+
+
+def op_poll(m: Machine, insn: Instruction) -> None:
+    """POLL ch, rd — rd = number of messages waiting on ch (= imm).  1 tick.
+
+    Faults CHANNEL_ERROR (ch > 15, reserved or not receiving), PERMISSION_DENIED.
+    """
+    channel = _channel(m, insn.imm, sending=False)
+    queue = m.inbound.get(channel)
+    m.registers[insn.rd] = len(queue) if queue else 0
+    m.pc += 1
+
+
+_HANDLERS: Final[dict[Opcode, Callable[[Machine, Instruction], None]]] = {
+    Opcode.ADD: op_add,
+    Opcode.SUB: op_sub,
+    Opcode.MUL: op_mul,
+    Opcode.DIV: op_div,
+    Opcode.MOD: op_mod,
+    Opcode.NEG: op_neg,
+    Opcode.AND: op_and,
+    Opcode.OR: op_or,
+    Opcode.XOR: op_xor,
+    Opcode.NOT: op_not,
+    Opcode.SHL: op_shl,
+    Opcode.SHR: op_shr,
+    Opcode.LOAD: op_load,
+    Opcode.STORE: op_store,
+    Opcode.LOADW: op_loadw,
+    Opcode.STOREW: op_storew,
+    Opcode.PUSH: op_push,
+    Opcode.POP: op_pop,
+    Opcode.JMP: op_jmp,
+    Opcode.JZ: op_jz,
+    Opcode.JNZ: op_jnz,
+    Opcode.JLT: op_jlt,
+    Opcode.CALL: op_call,
+    Opcode.RET: op_ret,
+    Opcode.LI: op_li,
+    Opcode.HALT: op_halt,
+    Opcode.FAULT: op_fault,
+    Opcode.NOP: op_nop,
+    Opcode.SEND: op_send,
+    Opcode.RECV: op_recv,
+    Opcode.POLL: op_poll,
+    Opcode.TICK: op_tick,
+    Opcode.BUDGET: op_budget,
+}
+
+#: Handler per opcode byte, unknown opcodes included.
+EXECUTE: Final[tuple[Callable[[Machine, Instruction], None], ...]] = tuple(
+    _HANDLERS.get(op, op_invalid) for op in range(256)  # type: ignore[call-overload]
+)
