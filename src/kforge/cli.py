@@ -1,0 +1,257 @@
+"""The ``kforge`` command: assemble, disassemble, run and trace Forge programs.
+
+Every error is one line on stderr and exit status 2; a run exits 0 when the
+machine HALTED and 1 when it FAULTED or BLOCKED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from kforge.asm import assemble, disassemble, format_instruction
+from kforge.core import ForgeError
+from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
+from kforge.machine import Machine, MachineState
+from kforge.program import ForgeProgram, decode_program, is_program_bytes
+
+__all__ = ["CliError", "load_program", "main", "result_json"]
+
+TIERS = ("auto", "reference", "fast")
+
+
+class CliError(Exception):
+    """A problem with the command line or its files: reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message}")
+
+
+def load_program(path: str) -> ForgeProgram:
+    """Read FRGP bytes or assembly text from ``path`` (told apart by the magic)."""
+    try:
+        blob = Path(path).read_bytes()
+    except OSError as error:
+        raise CliError(f"{path}: cannot read: {error.strerror or error}") from None
+    if is_program_bytes(blob):
+        try:
+            return decode_program(blob)
+        except ForgeError as error:
+            raise CliError(f"{path}: {error}") from None
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CliError(
+            f"{path}: neither FRGP bytes nor UTF-8 assembly text "
+            f"(invalid UTF-8 at byte {error.start})"
+        ) from None
+    return assemble(text, path)
+
+
+def result_json(machine: Machine) -> dict[str, Any]:
+    """The result object of ``kforge run --json``."""
+    flags = machine.flags
+    return {
+        "state": machine.state.value,
+        "ticks_used": machine.ticks_used,
+        "ticks_remaining": machine.ticks_remaining,
+        "fault": machine.fault.name if machine.fault is not None else None,
+        "fault_detail": machine.fault_detail,
+        "pc": machine.pc,
+        "output_hex": bytes(machine.stdout).hex(),
+        "registers": {f"r{i}": value for i, value in enumerate(machine.registers) if value},
+        "flags": {
+            "zero": flags.zero,
+            "carry": flags.carry,
+            "overflow": flags.overflow,
+            "halt": flags.halt,
+        },
+    }
+
+
+def _u64(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value <= WORD_MASK:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0..2^64-1")
+    return value
+
+
+def _channel_grant(text: str) -> int:
+    value = _u64(text)
+    if value not in GRANTABLE_CHANNELS:
+        raise argparse.ArgumentTypeError(f"channel {value} cannot be granted (only 3..7)")
+    return value
+
+
+def _environment_entry(text: str) -> tuple[bytes, bytes]:
+    key, separator, value = text.partition("=")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.encode(), value.encode()
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(prog="kforge", description="Forge machine tools")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    asm = commands.add_parser("asm", help="assemble a .fasm file to FRGP bytes")
+    asm.add_argument("file")
+    asm.add_argument("-o", "--output", required=True, help="where to write the FRGP bytes")
+
+    dis = commands.add_parser("disasm", help="disassemble FRGP bytes (or assembly) to text")
+    dis.add_argument("file")
+
+    run = commands.add_parser("run", help="run a program and report its result")
+    run.add_argument("file")
+    run.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    run.add_argument("--trace", action="store_true", help="print each executed instruction")
+    run.add_argument("--ticks", type=_u64, default=1_000_000, help="tick budget")
+    run.add_argument("--memory", type=_u64, default=65_536, help="memory quota in bytes")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--input", default="", help="stdin text (UTF-8)")
+    source.add_argument("--input-file", help="file whose bytes are stdin")
+    run.add_argument("--grant", type=_channel_grant, action="append", default=[])
+    run.add_argument("--env", type=_environment_entry, action="append", default=[],
+                     metavar="KEY=VALUE", help="an environment entry (repeatable)")
+    run.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
+    return parser
+
+
+def _read_input(args: argparse.Namespace) -> bytes:
+    if args.input_file is None:
+        data: bytes = args.input.encode("utf-8", "surrogateescape")
+        return data
+    try:
+        return Path(args.input_file).read_bytes()
+    except OSError as error:
+        raise CliError(f"{args.input_file}: cannot read: {error.strerror or error}") from None
+
+
+def _execute(machine: Machine, tier: str) -> None:
+    if tier == "reference":
+        machine.run()
+        return
+    try:
+        from kforge import fast
+    except ImportError:
+        if tier == "fast":
+            raise CliError("the fast tier is not available in this installation") from None
+        machine.run()
+        return
+    fast.run(machine, tier=tier)
+
+
+def _trace(machine: Machine, out: TextIO) -> None:
+    """Step the machine, printing pc, ticks after, the instruction and changed registers."""
+    while machine.state in (MachineState.READY, MachineState.RUNNING):
+        pc = machine.pc
+        before = list(machine.registers)
+        machine.step()
+        if pc < len(machine.code):
+            text = format_instruction(machine.code[pc])
+        else:
+            text = "<outside the code>"
+        changes = " ".join(
+            f"r{i}={value}"
+            for i, (old, value) in enumerate(zip(before, machine.registers, strict=True))
+            if old != value
+        )
+        out.write(f"{pc:>6}  {machine.ticks_used:>10}  {text:<28} {changes}".rstrip() + "\n")
+
+
+def _summary(machine: Machine) -> str:
+    lines = []
+    output = bytes(machine.stdout)
+    if output:
+        text = output.decode("utf-8", "replace")
+        lines.append("output:")
+        lines += [f"  {line}" for line in text.splitlines() or [""]]
+    else:
+        lines.append("output: (none)")
+    lines.append(
+        f"state:  {machine.state.value} at pc {machine.pc} after {machine.ticks_used} ticks "
+        f"({machine.ticks_remaining} of {machine.tick_budget} left)"
+    )
+    if machine.fault is not None:
+        where = (
+            format_instruction(machine.code[machine.pc])
+            if machine.pc < len(machine.code)
+            else "outside the code"
+        )
+        detail = f" (user code {machine.fault_detail})" if machine.fault_detail is not None else ""
+        lines.append(f"fault:  {machine.fault.name}{detail} at pc {machine.pc}: {where}")
+    if machine.state is MachineState.BLOCKED:
+        lines.append(f"blocked on channel {machine.blocked_channel}")
+    registers = [f"r{i}={v}" for i, v in enumerate(machine.registers) if v]
+    lines.append("registers: " + (" ".join(registers) or "(all zero)"))
+    flags = machine.flags
+    set_flags = [name for name in ("zero", "carry", "overflow", "halt") if getattr(flags, name)]
+    lines.append("flags:  " + (" ".join(set_flags) or "(none)"))
+    if machine.stderr:
+        lines.append("stderr: " + bytes(machine.stderr).decode("utf-8", "replace").rstrip())
+    return "\n".join(lines)
+
+
+def _command_asm(args: argparse.Namespace) -> int:
+    program = load_program(args.file)
+    try:
+        Path(args.output).write_bytes(program.encoded)
+    except OSError as error:
+        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    return 0
+
+
+def _command_disasm(args: argparse.Namespace) -> int:
+    sys.stdout.write(disassemble(load_program(args.file)))
+    return 0
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    program = load_program(args.file)
+    machine = Machine.load(
+        program,
+        memory_quota=args.memory,
+        tick_budget=args.ticks,
+        input=_read_input(args),
+        environment=dict(args.env),
+        grants=args.grant,
+    )
+    if args.trace:
+        _trace(machine, sys.stderr if args.json else sys.stdout)
+    else:
+        _execute(machine, args.tier)
+    if args.json:
+        sys.stdout.write(json.dumps(result_json(machine)) + "\n")
+    else:
+        sys.stdout.write(_summary(machine) + "\n")
+    return 0 if machine.state is MachineState.HALTED else 1
+
+
+_COMMANDS = {"asm": _command_asm, "disasm": _command_disasm, "run": _command_run}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kforge`` command; returns the exit status."""
+    try:
+        args = _build_parser().parse_args(argv)
+        return _COMMANDS[args.command](args)
+    except (CliError, ForgeError) as error:
+        message = str(error).replace("\n", " ")
+        sys.stderr.write(f"kforge: {message}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("kforge: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

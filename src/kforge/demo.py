@@ -1,0 +1,112 @@
+"""``make demo``: the machine end to end, as a newcomer would try it.
+
+Assembles every example to FRGP bytes, disassembles one, runs them all with
+the ``kforge`` command, traces a short one, shows a fault report and the JSON
+result, and times the reference tier against the fast tier.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kforge.cli import load_program, main
+from kforge.machine import Machine
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+INPUTS = {"echo": "ping", "reverse": "stressed", "checksum": "Wikipedia"}
+
+
+def _heading(title: str) -> None:
+    print(f"\n\033[1m== {title}\033[0m", flush=True)
+
+
+def _kforge(*args: str) -> int:
+    print(f"$ kforge {shlex.join(args)}", flush=True)
+    status = main(list(args))
+    sys.stdout.flush()
+    return status
+
+
+def _assemble_all(workdir: Path) -> dict[str, Path]:
+    _heading("assemble every example to FRGP bytes")
+    built = {}
+    for source in sorted(EXAMPLES.glob("*.fasm")):
+        target = workdir / f"{source.stem}.frgp"
+        _kforge("asm", str(source), "-o", str(target))
+        program = load_program(str(target))
+        print(f"   {source.name:<16} {len(program.code):>3} instructions  id {program.program_id}")
+        built[source.stem] = target
+    return built
+
+
+def _run_all(built: dict[str, Path]) -> None:
+    _heading("run each example")
+    for name, path in built.items():
+        extra = ["--input", INPUTS[name]] if name in INPUTS else []
+        _kforge("run", str(path), *extra)
+
+
+def _show_fault(workdir: Path) -> None:
+    _heading("a fault: divide by zero, reported with its pc and instruction")
+    source = workdir / "divide.fasm"
+    source.write_text("LI r1, 7\nLI r2, 0\nDIV r3, r1, r2\nHALT\n")
+    _kforge("run", str(source))
+    _kforge("run", str(source), "--json")
+    _heading("an assembly error names file, line and column")
+    broken = workdir / "broken.fasm"
+    broken.write_text("LI r1, 7\nADD r1, r2\n")
+    _kforge("run", str(broken))
+
+
+def _compare_tiers(built: dict[str, Path]) -> None:
+    _heading("the same program on both tiers")
+    program = load_program(str(built["sieve"]))
+    for tier in ("reference", "fast"):
+        machine = Machine.load(program)
+        started = time.perf_counter()
+        try:
+            from kforge import fast
+
+            fast.run(machine, tier=tier)
+        except ImportError:
+            machine.run()
+        elapsed = time.perf_counter() - started
+        rate = machine.ticks_used / elapsed / 1e6
+        print(
+            f"   {tier:<9} {machine.state.value} {bytes(machine.stdout)!r} "
+            f"{machine.ticks_used} ticks in {elapsed * 1e3:.1f} ms ({rate:.1f} M ticks/s)"
+        )
+
+
+def run_demo() -> None:
+    with tempfile.TemporaryDirectory(prefix="kforge-demo-") as tmp:
+        workdir = Path(tmp)
+        built = _assemble_all(workdir)
+        _heading("disassemble hello.frgp")
+        _kforge("disasm", str(built["hello"]))
+        _run_all(built)
+        _heading("trace factorial: pc, ticks, instruction, registers it changed (first lines)")
+        print(f"$ kforge run {built['factorial']} --trace | head -12", flush=True)
+        _print_trace_head(built["factorial"], 12)
+        _show_fault(workdir)
+        _compare_tiers(built)
+    print("\ndone.")
+
+
+def _print_trace_head(path: Path, lines: int) -> None:
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        main(["run", str(path), "--trace"])
+    print("\n".join(buffer.getvalue().splitlines()[:lines]))
+    print("   …")
+
+
+if __name__ == "__main__":
+    run_demo()
