@@ -15,10 +15,10 @@ its state.
 from __future__ import annotations
 
 import copy
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Final
 
 from kforge.core import InvalidProgram, InvalidState, PermissionDenied
@@ -181,8 +181,8 @@ class Machine:
     ticks_used: int
     grants: frozenset[int]
     message_limit: int
-    inbound: dict[int, deque[bytes]]
-    outbound: deque[tuple[int, bytes]]
+    inbound: dict[int, list[bytes]]
+    outbound: list[tuple[int, bytes]]
     held_bytes: int
     stdout: bytearray
     stderr: bytearray
@@ -216,10 +216,7 @@ class Machine:
             raise InvalidProgram(f"unresolved imports ({names}): link the program first")
         if tick_budget < 0 or tick_budget > WORD_MASK:
             raise InvalidProgram(f"tick budget {tick_budget} is outside 0..2^64-1")
-        extra_grants = frozenset(grants)
-        refused = sorted(extra_grants - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
-        if refused:
-            raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
+        granted = _granted_channels(frozenset(grants))
         environment_block = encode_environment(environment or {})
         layout = plan_layout(len(program.data), len(environment_block), memory_quota)
 
@@ -242,10 +239,11 @@ class Machine:
         machine.zero = machine.carry = machine.overflow = machine.halt = False
         machine.tick_budget = tick_budget
         machine.ticks_used = 0
-        machine.grants = DEFAULT_GRANTS | extra_grants
+        machine.grants = granted
         machine.message_limit = message_limit
-        machine.inbound = {Channel.STDIN: deque([bytes(input)])}
-        machine.outbound = deque()
+        # Performance note: plain lists, not deques: an idle machine must stay small.
+        machine.inbound = {Channel.STDIN: [bytes(input)]}
+        machine.outbound = []
         machine.held_bytes = 0
         machine.stdout = bytearray()
         machine.stderr = bytearray()
@@ -340,7 +338,7 @@ class Machine:
         if channel not in self.grants:
             raise PermissionDenied(f"channel {channel} is not granted to this sandbox")
         data = bytes(data)
-        self.inbound.setdefault(channel, deque()).append(data)
+        self.inbound.setdefault(channel, []).append(data)
         self.deliveries.append(Delivery(self.ticks_used, channel, data))
         if self.state is MachineState.BLOCKED and self.blocked_channel == channel:
             self.state = MachineState.RUNNING
@@ -391,12 +389,24 @@ class Machine:
         twin.registers = list(self.registers)
         twin.memory = allocate_memory(self.memory_quota)
         twin.memory[:] = self.memory
-        twin.inbound = {channel: deque(queue) for channel, queue in self.inbound.items()}
-        twin.outbound = deque(self.outbound)
+        twin.inbound = {channel: list(queue) for channel, queue in self.inbound.items()}
+        twin.outbound = list(self.outbound)
         twin.stdout = bytearray(self.stdout)
         twin.stderr = bytearray(self.stderr)
         twin.deliveries = list(self.deliveries)
         return twin
+
+
+@lru_cache(maxsize=64)
+def _granted_channels(extra: frozenset[int]) -> frozenset[int]:
+    """The channels a machine may use: 0..2 always, plus grants from 3..7.
+
+    Raises ``PermissionDenied`` for any other channel.  Cached: machines share the set.
+    """
+    refused = sorted(extra - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
+    if refused:
+        raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
+    return DEFAULT_GRANTS | extra
 
 
 # =============================================================================
@@ -849,7 +859,7 @@ def op_recv(m: Machine, insn: Instruction) -> None:
     address = _memory_range(m, m.registers[insn.rs1], count)
     if len(message) > m.message_limit:
         raise _Fault(FaultCode.CHANNEL_ERROR)
-    queue.popleft()
+    del queue[0]
     m.memory[address : address + count] = message[:count]
     m.registers[insn.rd] = len(message)
     m.pc += 1
