@@ -1,0 +1,863 @@
+r"""Forge assembly text (``.fasm``, spec §7): the assembler and the disassembler.
+
+Both are driven by the opcode table of :mod:`kforge.isa`; nothing here restates a
+mnemonic, an operand shape or an encoding.
+
+Syntax.  One instruction or directive a line, optionally after labels (``name:``).
+``;`` and ``#`` start a comment outside string and character literals.  Mnemonics,
+registers (``r0``..``r255``) and directives are case-insensitive; labels
+(``[A-Za-z_.][A-Za-z0-9_.]*``) are case-sensitive and may not be a mnemonic, register
+or directive name.  A code label is the index of the next instruction, a data label the
+current data length; labels may be used before they are defined.  Integers: decimal,
+``0x`` hex, ``0b`` binary, negative (two's complement; -2^63..2^64-1), ``'c'`` (exactly
+one byte after escapes), labels, ``.equ`` names (defined above their use) and
+``.import`` names.  Escapes: ``\n \t \\ \" \' \0 \xHH``; any other character stands for
+its UTF-8 bytes.  An immediate operand (value, target or channel) that names a code
+label gets a CODE relocation, a data label a DATA relocation, an import a SYMBOL
+relocation with imm 0; numbers and ``.equ`` names get none.
+
+Directives.  Anywhere: ``.code``, ``.data``, ``.entry label|index``, ``.export name``,
+``.equ NAME[,] value``, ``.import NAME``.  Data only: ``.byte``, ``.u64`` (labels give
+their value, unrelocated), ``.ascii``, ``.asciz``, ``.zero N``, ``.align N``.  Code
+only: ``.insn OPCODE, RD, RS1, RS2, IMM`` (a known opcode's unused fields must be 0).
+
+Extensions, so that every valid container disassembles to text that assembles back to
+the same bytes:
+
+- ``.symbol "name", code|data, VALUE`` adds a symbol whose name is not a label or whose
+  value is at no label.
+- ``.reloc code|data|symbol[, "name"]`` gives the next instruction a relocation; its
+  immediate must be a plain number (or no operand at all, as for ``ADD``).
+- ``.meta "bytes"`` appends to the metadata section; it may appear several times.
+
+The disassembler writes one upper-case instruction a line with its index as a comment,
+unknown opcodes as ``.insn``, targets of relocations as labels (an exported name there,
+else ``L<index>`` / ``D<address>`` with a prefix no symbol or import uses), imports as
+names, data as ``.byte`` rows and ``.ascii`` runs, and anything else through the
+extensions.
+
+Further decisions: several labels may precede one statement; ``.equ``, ``.zero``,
+``.align`` and the first four ``.insn`` operands need values known on their line (no
+labels); ``.import`` and ``.export`` take one or more names.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, NoReturn, TypeVar
+
+from kforge.core import InvalidProgram
+from kforge.isa import OPCODE_BY_MNEMONIC, REGISTER_COUNT, WORD_MASK, Instruction, Operand, OpInfo
+from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
+
+__all__ = ["AssemblyError", "assemble", "disassemble", "format_instruction"]
+
+_T = TypeVar("_T")
+
+_MAX_SECTION: Final = 0xFFFF_FFFF
+_MAX_NAME: Final = 0xFFFF
+_U64_RANGE: Final = (-(1 << 63), WORD_MASK)
+_BYTE_RANGE: Final = (-128, 0xFF)
+_FIELD_RANGE: Final = (0, 0xFF)
+_LABEL: Final = re.compile(r"[A-Za-z_.][A-Za-z0-9_.]*")
+_REGISTER: Final = re.compile(r"[rR](0|[1-9][0-9]{0,2})")
+_WORD: Final = re.compile(r"-?[A-Za-z0-9_.]+")
+_INTEGER: Final = re.compile(r"(-?)(?:0[xX]([0-9a-fA-F]+)|0[bB]([01]+)|([0-9]+))")
+_ESCAPES: Final = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"', "'": b"'", "0": b"\0"}
+_SYMBOL_KINDS: Final = {kind.name.lower(): kind for kind in SymbolKind}
+_RELOCATION_KINDS: Final = {kind.name.lower(): kind for kind in RelocationKind}
+_RELOCATION_OF_LABEL: Final = {
+    SymbolKind.CODE: RelocationKind.CODE,
+    SymbolKind.DATA: RelocationKind.DATA,
+}
+_DATA_ONLY: Final = frozenset({".byte", ".u64", ".ascii", ".asciz", ".zero", ".align"})
+_CODE_ONLY: Final = frozenset({".insn", ".reloc"})
+
+
+class AssemblyError(InvalidProgram):
+    """Assembly text that cannot become a program; ``str()`` is ``FILE:LINE:COL: message``."""
+
+    def __init__(self, filename: str, line: int, column: int, message: str) -> None:
+        super().__init__(f"{filename}:{line}:{column}: {message}")
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.column}: {self.message}"
+
+    def __reduce__(self) -> tuple[type[AssemblyError], tuple[str, int, int, str]]:
+        return (AssemblyError, (self.filename, self.line, self.column, self.message))
+
+
+class _Problem(Exception):
+    """An error at a place in the text; ``assemble`` adds the file name."""
+
+    def __init__(self, line: int, column: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.column, self.message = line, column, message
+
+
+class _Kind(Enum):
+    NAME = "name"
+    NUMBER = "number"
+    CHAR = "character"
+    STRING = "string"
+    COMMA = "comma"
+    COLON = "colon"
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    kind: _Kind
+    text: str  # exactly as written, quotes included
+    line: int
+    column: int
+    data: bytes = b""  # the decoded bytes of a string or character literal
+
+    @property
+    def end(self) -> int:
+        return self.column + len(self.text)
+
+
+def _fail(token: _Token, message: str) -> NoReturn:
+    raise _Problem(token.line, token.column, message)
+
+
+# ---------------------------------------------------------------- lexing
+
+
+def _tokenize(line: str, number: int) -> list[_Token]:
+    """The tokens of one line, up to a comment."""
+    tokens: list[_Token] = []
+    at = 0
+    while at < len(line) and line[at] not in ";#":
+        char = line[at]
+        if char.isspace():
+            at += 1
+            continue
+        if char in ",:":
+            kind = _Kind.COMMA if char == "," else _Kind.COLON
+            token = _Token(kind, char, number, at + 1)
+        elif char in "\"'":
+            token = _lex_literal(line, number, at)
+        else:
+            token = _lex_word(line, number, at)
+        tokens.append(token)
+        at += len(token.text)
+    return tokens
+
+
+def _lex_word(line: str, number: int, at: int) -> _Token:
+    match = _WORD.match(line, at)
+    if match is None:
+        found = line[at]
+        raise _Problem(number, at + 1, f"expected a name, number, string or ',', found {found!r}")
+    text = match.group()
+    kind = _Kind.NUMBER if text[0] == "-" or text[0].isdigit() else _Kind.NAME
+    return _Token(kind, text, number, at + 1)
+
+
+def _lex_literal(line: str, number: int, start: int) -> _Token:
+    """A ``"string"`` or ``'c'`` literal starting at ``start``, escapes decoded."""
+    quote = line[start]
+    value = bytearray()
+    at = start + 1
+    while at < len(line) and line[at] != quote:
+        if line[at] == "\\":
+            decoded, at = _lex_escape(line, number, at)
+            value += decoded
+        else:
+            value += _utf8(line[at], number, at)
+            at += 1
+    if at == len(line):
+        what = "string" if quote == '"' else "character literal"
+        message = f"expected a closing {quote} to end the {what}, found end of line"
+        raise _Problem(number, start + 1, message)
+    kind = _Kind.STRING if quote == '"' else _Kind.CHAR
+    return _Token(kind, line[start : at + 1], number, start + 1, bytes(value))
+
+
+def _lex_escape(line: str, number: int, at: int) -> tuple[bytes, int]:
+    """Decode the escape at ``line[at] == '\\'``; returns its bytes and the next position."""
+    code = line[at + 1 : at + 2]
+    if code in _ESCAPES:
+        return _ESCAPES[code], at + 2
+    if code == "x":
+        digits = line[at + 2 : at + 4]
+        if len(digits) == 2 and all(digit in string.hexdigits for digit in digits):
+            return bytes([int(digits, 16)]), at + 4
+        raise _Problem(number, at + 1, f"expected two hex digits after \\x, found {digits!r}")
+    found = line[at : at + 2]
+    raise _Problem(
+        number, at + 1, f"expected an escape \\n \\t \\\\ \\\" \\' \\0 or \\xHH, found {found!r}"
+    )
+
+
+def _utf8(char: str, number: int, at: int) -> bytes:
+    try:
+        return char.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Problem(number, at + 1, f"expected UTF-8 text, found {char!r}") from None
+
+
+# ---------------------------------------------------------------- operands
+
+
+def _register(text: str) -> int | None:
+    """The register number ``text`` names (``r0``..``r255``, any case), else ``None``."""
+    match = _REGISTER.fullmatch(text)
+    number = int(match.group(1)) if match else REGISTER_COUNT
+    return number if number < REGISTER_COUNT else None
+
+
+def _reserved_word(name: str) -> str | None:
+    """What reserved word ``name`` is (mnemonic, directive, register), if any."""
+    if name.upper() in OPCODE_BY_MNEMONIC:
+        return "mnemonic"
+    if name.lower() in _DIRECTIVES:
+        return "directive"
+    return "register" if _register(name) is not None else None
+
+
+def _is_label_name(name: str) -> bool:
+    return _LABEL.fullmatch(name) is not None and _reserved_word(name) is None
+
+
+def _parse_integer(token: _Token) -> int:
+    """The (unbounded) value of a number token."""
+    match = _INTEGER.fullmatch(token.text)
+    if match is None:
+        _fail(token, f"expected an integer (decimal, 0x hex or 0b binary), found {token.text!r}")
+    sign, hexadecimal, binary, decimal = match.groups()
+    if hexadecimal or binary:
+        magnitude = int(hexadecimal, 16) if hexadecimal else int(binary, 2)
+    else:  # int() refuses very long decimal strings; those are out of range anyway
+        digits = decimal.lstrip("0") or "0"
+        magnitude = int(digits) if len(digits) <= 40 else 1 << 200
+    return -magnitude if sign else magnitude
+
+
+def _check_range(value: int, bounds: tuple[int, int], token: _Token, what: str) -> int:
+    low, high = bounds
+    if not low <= value <= high:
+        _fail(token, f"expected {what} in {low}..{high}, found {token.text!r} = {value}")
+    return value
+
+
+def _register_operand(token: _Token) -> int:
+    number = _register(token.text) if token.kind is _Kind.NAME else None
+    if number is None:
+        _fail(token, f"expected a register r0..r{REGISTER_COUNT - 1}, found {token.text!r}")
+    return number
+
+
+def _string_operand(token: _Token) -> bytes:
+    if token.kind is not _Kind.STRING:
+        _fail(token, f'expected a string "...", found {token.text!r}')
+    return token.data
+
+
+def _keyword(token: _Token, choices: Mapping[str, _T]) -> _T:
+    choice = choices.get(token.text.lower()) if token.kind is _Kind.NAME else None
+    if choice is None:
+        _fail(token, f"expected one of {', '.join(choices)}, found {token.text!r}")
+    return choice
+
+
+def _split_operands(head: _Token, tokens: list[_Token]) -> list[_Token]:
+    """The comma-separated operands after ``head``: exactly one token each."""
+    operands: list[_Token] = []
+    for position, token in enumerate(tokens):
+        wants_operand = position % 2 == 0
+        if wants_operand and token.kind in (_Kind.COMMA, _Kind.COLON):
+            _fail(token, f"expected an operand, found {token.text!r}")
+        if not wants_operand and token.kind is not _Kind.COMMA:
+            _fail(token, f"expected ',' or end of line, found {token.text!r}")
+        if wants_operand:
+            operands.append(token)
+    if tokens and tokens[-1].kind is _Kind.COMMA:
+        raise _Problem(head.line, tokens[-1].end, "expected an operand, found end of line")
+    return operands
+
+
+def _operands(
+    head: _Token, rest: list[_Token], low: int, high: int | None, shape: str
+) -> list[_Token]:
+    """The operands in ``rest`` if there are ``low``..``high`` of them, else an error."""
+    operands = _split_operands(head, rest)
+    count = len(operands)
+    if count >= low and (high is None or count <= high):
+        return operands
+    column = operands[high].column if high is not None and count > high else None
+    if column is None:
+        column = operands[-1].end if operands else head.end
+    raise _Problem(head.line, column, f"{head.text} expects {shape}, found {count}")
+
+
+def _instruction_shape(info: OpInfo) -> str:
+    names = ", ".join(operand.value for operand in info.operands)
+    count = len(info.operands)
+    return "no operands" if not count else f"{count} operand{'s' * (count > 1)} ({names})"
+
+
+# ---------------------------------------------------------------- assembling
+
+
+@dataclass(frozen=True, slots=True)
+class _Expr:
+    """An operand's value: a number known now, or (``number is None``) a name for later."""
+
+    token: _Token
+    number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Label:
+    kind: SymbolKind
+    value: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingInsn:
+    head: _Token
+    opcode: int
+    rd: int
+    rs1: int
+    rs2: int
+    imm: _Expr
+    reloc: tuple[RelocationKind, bytes] | None
+
+
+@dataclass
+class _Assembler:
+    """First pass reads lines and places labels; ``finish`` resolves names and builds."""
+
+    section: str = ".code"
+    code: list[_PendingInsn] = field(default_factory=list)
+    data: bytearray = field(default_factory=bytearray)
+    data_fills: list[tuple[int, int, _Expr]] = field(default_factory=list)
+    labels: dict[str, _Label] = field(default_factory=dict)
+    equs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    imports: dict[str, int] = field(default_factory=dict)
+    exports: list[_Token] = field(default_factory=list)
+    symbols: list[tuple[_Token, bytes, SymbolKind, _Expr]] = field(default_factory=list)
+    pending_reloc: tuple[_Token, RelocationKind, bytes] | None = None
+    entry: _Expr | None = None
+    metadata: bytearray = field(default_factory=bytearray)
+
+    def feed_line(self, number: int, line: str) -> None:
+        tokens = _tokenize(line, number)
+        while len(tokens) >= 2 and tokens[0].kind is _Kind.NAME and tokens[1].kind is _Kind.COLON:
+            self._define_label(tokens[0])
+            tokens = tokens[2:]
+        if tokens:
+            self._statement(tokens[0], tokens[1:])
+
+    def _statement(self, head: _Token, rest: list[_Token]) -> None:
+        if head.kind is not _Kind.NAME:
+            _fail(head, f"expected a label, mnemonic or directive, found {head.text!r}")
+        if not head.text.startswith("."):
+            self._instruction(head, rest)
+            return
+        handler = _DIRECTIVES.get(head.text.lower())
+        if handler is None:
+            _fail(head, f"expected a directive ({', '.join(_DIRECTIVES)}), found {head.text!r}")
+        needed = ".data" if head.text.lower() in _DATA_ONLY else ".code"
+        if head.text.lower() in _DATA_ONLY | _CODE_ONLY and self.section != needed:
+            _fail(head, f"expected {head.text} in the {needed} section, found it in {self.section}")
+        handler(self, head, rest)
+
+    def _instruction(self, head: _Token, rest: list[_Token]) -> None:
+        info = OPCODE_BY_MNEMONIC.get(head.text.upper())
+        if info is None:
+            _fail(head, f"expected an instruction mnemonic, found {head.text!r}")
+        if self.section != ".code":
+            _fail(head, f"expected {head.text} in the .code section, found it in {self.section}")
+        count = len(info.operands)
+        operands = _operands(head, rest, count, count, _instruction_shape(info))
+        registers = {"rd": 0, "rs1": 0, "rs2": 0}
+        imm = _Expr(head, 0)
+        for operand, token in zip(info.operands, operands, strict=True):
+            if operand.is_register:
+                registers[operand.field] = _register_operand(token)
+            else:
+                imm = self._value(token, _U64_RANGE, "a 64-bit integer")
+        self._emit(head, info.opcode, registers["rd"], registers["rs1"], registers["rs2"], imm)
+
+    def _emit(self, head: _Token, opcode: int, rd: int, rs1: int, rs2: int, imm: _Expr) -> None:
+        reloc = None
+        if self.pending_reloc is not None:
+            directive, kind, name = self.pending_reloc
+            if imm.number is None:
+                _fail(
+                    imm.token,
+                    f"expected a plain number after the .reloc on line {directive.line}, "
+                    f"found name {imm.token.text!r}",
+                )
+            reloc, self.pending_reloc = (kind, name), None
+        self.code.append(_PendingInsn(head, opcode, rd, rs1, rs2, imm, reloc))
+
+    def _value(self, token: _Token, bounds: tuple[int, int], what: str) -> _Expr:
+        """A number, character or ``.equ`` name now (range-checked), or a name for later."""
+        if token.kind is _Kind.NUMBER:
+            return _Expr(token, _check_range(_parse_integer(token), bounds, token, what))
+        if token.kind is _Kind.CHAR:
+            if len(token.data) != 1:
+                _fail(token, f"expected one byte in a character literal, found {len(token.data)}")
+            return _Expr(token, _check_range(token.data[0], bounds, token, what))
+        if token.kind is not _Kind.NAME or _register(token.text) is not None:
+            _fail(token, f"expected an integer, label or .equ name, found {token.text!r}")
+        if token.text in self.equs:
+            return _Expr(token, _check_range(self.equs[token.text][0], bounds, token, what))
+        return _Expr(token, None)
+
+    def _number_now(self, token: _Token, bounds: tuple[int, int], what: str) -> int:
+        expr = self._value(token, bounds, what)
+        if expr.number is None:
+            _fail(token, f"expected a number or an .equ defined above, found {token.text!r}")
+        return expr.number
+
+    def _claim_name(self, token: _Token, what: str) -> None:
+        """Check ``token`` can be a new label, ``.equ`` or import name."""
+        name = token.text
+        reserved = _reserved_word(name) if token.kind is _Kind.NAME else "token"
+        if reserved is not None:
+            _fail(token, f"expected {what} name, found the {reserved} {name!r}")
+        if len(name) > _MAX_NAME:
+            _fail(token, f"expected a name of at most {_MAX_NAME} bytes, found {len(name)}")
+        earlier = self._definition_line(name)
+        if earlier is not None:
+            _fail(token, f"expected a name not yet used, found {name!r} defined on line {earlier}")
+
+    def _definition_line(self, name: str) -> int | None:
+        if name in self.labels:
+            return self.labels[name].line
+        if name in self.equs:
+            return self.equs[name][1]
+        return self.imports.get(name)
+
+    def _define_label(self, token: _Token) -> None:
+        self._claim_name(token, "a label")
+        if self.section == ".code":
+            self.labels[token.text] = _Label(SymbolKind.CODE, len(self.code), token.line)
+        else:
+            self.labels[token.text] = _Label(SymbolKind.DATA, len(self.data), token.line)
+
+    def _grow_data(self, token: _Token, count: int) -> None:
+        if len(self.data) + count > _MAX_SECTION:
+            _fail(
+                token, f"expected at most {_MAX_SECTION} data bytes, found {len(self.data) + count}"
+            )
+        self.data += bytes(count)
+
+    def _put_data(self, offset: int, width: int, value: int) -> None:
+        self.data[offset : offset + width] = (value & ((1 << 8 * width) - 1)).to_bytes(
+            width, "little"
+        )
+
+    # directives, dispatched through _DIRECTIVES
+
+    def directive_section(self, head: _Token, rest: list[_Token]) -> None:
+        _operands(head, rest, 0, 0, "no operands")
+        self.section = head.text.lower()
+
+    def directive_entry(self, head: _Token, rest: list[_Token]) -> None:
+        (token,) = _operands(head, rest, 1, 1, "a label or index")
+        if self.entry is not None:
+            _fail(
+                head, f"expected one .entry, found a second (first on line {self.entry.token.line})"
+            )
+        self.entry = self._value(token, _U64_RANGE, "an instruction index")
+
+    def directive_export(self, head: _Token, rest: list[_Token]) -> None:
+        for token in _operands(head, rest, 1, None, "one or more labels"):
+            if token.kind is not _Kind.NAME:
+                _fail(token, f"expected a label name, found {token.text!r}")
+            self.exports.append(token)
+
+    def directive_import(self, head: _Token, rest: list[_Token]) -> None:
+        for token in _operands(head, rest, 1, None, "one or more names"):
+            self._claim_name(token, "an import")
+            self.imports[token.text] = token.line
+
+    def directive_equ(self, head: _Token, rest: list[_Token]) -> None:
+        if len(rest) > 1 and rest[1].kind is not _Kind.COMMA:  # `.equ NAME value`
+            rest = [rest[0], _Token(_Kind.COMMA, ",", head.line, rest[1].column), *rest[1:]]
+        operands = _operands(head, rest, 2, 2, "a name and a value")
+        name, value = operands
+        self._claim_name(name, "an .equ")
+        self.equs[name.text] = (self._number_now(value, _U64_RANGE, "a 64-bit integer"), head.line)
+
+    def directive_byte(self, head: _Token, rest: list[_Token]) -> None:
+        self._data_values(head, rest, 1, _BYTE_RANGE, "a byte")
+
+    def directive_u64(self, head: _Token, rest: list[_Token]) -> None:
+        self._data_values(head, rest, 8, _U64_RANGE, "a 64-bit integer")
+
+    def _data_values(
+        self, head: _Token, rest: list[_Token], width: int, bounds: tuple[int, int], what: str
+    ) -> None:
+        for token in _operands(head, rest, 1, None, "one or more values"):
+            expr = self._value(token, bounds, what)
+            offset = len(self.data)
+            self._grow_data(token, width)
+            if expr.number is None:
+                self.data_fills.append((offset, width, expr))
+            else:
+                self._put_data(offset, width, expr.number)
+
+    def directive_ascii(self, head: _Token, rest: list[_Token]) -> None:
+        (token,) = _operands(head, rest, 1, 1, "one string")
+        text = _string_operand(token) + (b"\0" if head.text.lower() == ".asciz" else b"")
+        self._grow_data(token, len(text))
+        self.data[len(self.data) - len(text) :] = text
+
+    def directive_zero(self, head: _Token, rest: list[_Token]) -> None:
+        (token,) = _operands(head, rest, 1, 1, "a byte count")
+        self._grow_data(token, self._number_now(token, (0, _MAX_SECTION), "a byte count"))
+
+    def directive_align(self, head: _Token, rest: list[_Token]) -> None:
+        (token,) = _operands(head, rest, 1, 1, "a power of two")
+        alignment = self._number_now(token, (1, WORD_MASK), "an alignment")
+        if alignment & (alignment - 1):
+            _fail(token, f"expected a power of two, found {alignment}")
+        self._grow_data(token, -len(self.data) % alignment)
+
+    def directive_insn(self, head: _Token, rest: list[_Token]) -> None:
+        shape = "5 operands (opcode, rd, rs1, rs2, imm)"
+        operands = _operands(head, rest, 5, 5, shape)
+        opcode, rd, rs1, rs2 = (self._number_now(t, _FIELD_RANGE, "a byte") for t in operands[:4])
+        self._emit(head, opcode, rd, rs1, rs2, self._value(operands[4], _U64_RANGE, "an imm"))
+
+    def directive_symbol(self, head: _Token, rest: list[_Token]) -> None:
+        shape = '3 operands ("name", code|data, value)'
+        name, kind, value = _operands(head, rest, 3, 3, shape)
+        raw_name = _string_operand(name)
+        if len(raw_name) > _MAX_NAME:
+            _fail(name, f"expected a name of at most {_MAX_NAME} bytes, found {len(raw_name)}")
+        expr = self._value(value, _U64_RANGE, "a 64-bit integer")
+        self.symbols.append((head, raw_name, _keyword(kind, _SYMBOL_KINDS), expr))
+
+    def directive_reloc(self, head: _Token, rest: list[_Token]) -> None:
+        shape = 'a kind (code, data, symbol) and for symbol a "name"'
+        operands = _operands(head, rest, 1, 2, shape)
+        kind = _keyword(operands[0], _RELOCATION_KINDS)
+        needed = 2 if kind is RelocationKind.SYMBOL else 1
+        _operands(head, rest, needed, needed, shape)
+        name = _string_operand(operands[1]) if needed == 2 else b""
+        if needed == 2 and not 0 < len(name) <= _MAX_NAME:
+            _fail(operands[1], f"expected a name of 1..{_MAX_NAME} bytes, found {len(name)}")
+        if self.pending_reloc is not None:
+            first = self.pending_reloc[0].line
+            _fail(head, f"expected an instruction after the .reloc on line {first}, found .reloc")
+        self.pending_reloc = (head, kind, name)
+
+    def directive_meta(self, head: _Token, rest: list[_Token]) -> None:
+        (token,) = _operands(head, rest, 1, 1, "one string")
+        self.metadata += _string_operand(token)
+
+    # second pass
+
+    def finish(self) -> ForgeProgram:
+        if self.pending_reloc is not None:
+            _fail(self.pending_reloc[0], "expected an instruction after .reloc, found end of file")
+        if not self.code:
+            raise _Problem(1, 1, "expected at least one instruction, found none")
+        self._fill_data()
+        code, relocations = self._resolve_code()
+        symbols, entry = self._resolve_symbols(), self._resolve_entry(len(code))
+        try:
+            return ForgeProgram(
+                code, bytes(self.data), entry, symbols, relocations, bytes(self.metadata)
+            )
+        except InvalidProgram as error:
+            raise _Problem(1, 1, error.reason) from None
+
+    def _resolve(self, expr: _Expr) -> tuple[int, RelocationKind | None, bytes]:
+        """An operand's value and the relocation it asks for."""
+        if expr.number is not None:
+            return expr.number, None, b""
+        name = expr.token.text
+        if name in self.labels:
+            label = self.labels[name]
+            return label.value, _RELOCATION_OF_LABEL[label.kind], b""
+        if name in self.imports:
+            return 0, RelocationKind.SYMBOL, name.encode()
+        if name in self.equs:
+            line = self.equs[name][1]
+            _fail(expr.token, f"expected .equ {name!r} defined before use, found it on line {line}")
+        _fail(expr.token, f"expected a defined label, .equ or import, found undefined {name!r}")
+
+    def _resolve_unrelocated(self, expr: _Expr, bounds: tuple[int, int], what: str) -> int:
+        value, kind, _ = self._resolve(expr)
+        if kind is RelocationKind.SYMBOL:
+            _fail(expr.token, f"expected {what}, found import {expr.token.text!r}")
+        return _check_range(value, bounds, expr.token, what)
+
+    def _fill_data(self) -> None:
+        for offset, width, expr in self.data_fills:
+            bounds = _BYTE_RANGE if width == 1 else _U64_RANGE
+            self._put_data(
+                offset, width, self._resolve_unrelocated(expr, bounds, "a number or label")
+            )
+
+    def _resolve_code(self) -> tuple[tuple[Instruction, ...], tuple[Relocation, ...]]:
+        code: list[Instruction] = []
+        relocations: list[Relocation] = []
+        for index, pending in enumerate(self.code):
+            imm, kind, name = self._resolve(pending.imm)
+            insn = Instruction(
+                pending.opcode, pending.rd, pending.rs1, pending.rs2, imm & WORD_MASK
+            )
+            _check_unused_fields(insn, pending.head)
+            kind, name = pending.reloc or (kind, name)
+            if kind is not None:
+                relocations.append(Relocation(index, kind, name))
+            code.append(insn)
+        return tuple(code), tuple(relocations)
+
+    def _resolve_symbols(self) -> tuple[Symbol, ...]:
+        found: dict[bytes, Symbol] = {}
+        for token in self.exports:
+            label = self.labels.get(token.text)
+            if label is None:
+                what = "import" if token.text in self.imports else "undefined name"
+                _fail(token, f"expected a label defined in this file, found {what} {token.text!r}")
+            _add_symbol(found, token, Symbol(token.text.encode(), label.kind, label.value))
+        for head, name, kind, expr in self.symbols:
+            value = self._resolve_unrelocated(expr, _U64_RANGE, "a symbol value") & WORD_MASK
+            _add_symbol(found, head, Symbol(name, kind, value))
+        return tuple(sorted(found.values(), key=lambda symbol: symbol.name))
+
+    def _resolve_entry(self, code_length: int) -> int:
+        if self.entry is None:
+            return 0
+        value, kind, _ = self._resolve(self.entry)
+        if kind not in (None, RelocationKind.CODE):
+            _fail(self.entry.token, f"expected a code label, found {self.entry.token.text!r}")
+        return _check_range(value, (0, code_length - 1), self.entry.token, "an instruction index")
+
+
+def _check_unused_fields(insn: Instruction, head: _Token) -> None:
+    unused = insn.unused_nonzero_fields()
+    if unused and insn.info is not None:
+        mnemonic, name = insn.info.mnemonic, unused[0]
+        _fail(
+            head, f"expected {name} = 0 ({mnemonic} does not use it), found {getattr(insn, name)}"
+        )
+
+
+def _add_symbol(found: dict[bytes, Symbol], token: _Token, symbol: Symbol) -> None:
+    if symbol.name in found:
+        _fail(token, f"expected each symbol name once, found {symbol.name!r} again")
+    found[symbol.name] = symbol
+
+
+_Handler = Callable[[_Assembler, _Token, list[_Token]], None]
+_DIRECTIVES: Final[dict[str, _Handler]] = {
+    ".code": _Assembler.directive_section,
+    ".data": _Assembler.directive_section,
+    ".entry": _Assembler.directive_entry,
+    ".export": _Assembler.directive_export,
+    ".equ": _Assembler.directive_equ,
+    ".import": _Assembler.directive_import,
+    ".byte": _Assembler.directive_byte,
+    ".u64": _Assembler.directive_u64,
+    ".ascii": _Assembler.directive_ascii,
+    ".asciz": _Assembler.directive_ascii,
+    ".zero": _Assembler.directive_zero,
+    ".align": _Assembler.directive_align,
+    ".insn": _Assembler.directive_insn,
+    ".symbol": _Assembler.directive_symbol,
+    ".reloc": _Assembler.directive_reloc,
+    ".meta": _Assembler.directive_meta,
+}
+
+
+def assemble(text: str, filename: str = "<input>") -> ForgeProgram:
+    """Assemble ``.fasm`` text; raises ``AssemblyError`` (``FILE:LINE:COL: message``)."""
+    assembler = _Assembler()
+    try:
+        for number, line in enumerate(text.split("\n"), start=1):
+            assembler.feed_line(number, line)
+        return assembler.finish()
+    except _Problem as problem:
+        raise AssemblyError(filename, problem.line, problem.column, problem.message) from None
+
+
+# ---------------------------------------------------------------- disassembling
+
+
+def _render(insn: Instruction, imm_text: str | None = None) -> str:
+    """One instruction as assembly; ``imm_text`` replaces the immediate's number."""
+    info = insn.info
+    if info is None:
+        imm = imm_text or str(insn.imm)
+        return f".insn {insn.opcode:#04x}, {insn.rd}, {insn.rs1}, {insn.rs2}, {imm}"
+    operands = [_operand_text(insn, operand, imm_text) for operand in info.operands]
+    return " ".join([info.mnemonic, ", ".join(operands)]) if operands else info.mnemonic
+
+
+def _operand_text(insn: Instruction, operand: Operand, imm_text: str | None) -> str:
+    if operand.is_register:
+        return f"r{getattr(insn, operand.field)}"
+    if imm_text is not None:
+        return imm_text
+    signed = operand is Operand.IMM and insn.imm > WORD_MASK >> 1
+    return str(insn.imm - (1 << 64) if signed else insn.imm)
+
+
+def format_instruction(insn: Instruction, labels: Mapping[int, str] | None = None) -> str:
+    """One instruction as assembly, e.g. ``ADD r1, r2, r3``; targets found in ``labels`` by name."""
+    info = insn.info
+    is_jump = info is not None and Operand.TARGET in info.operands
+    return _render(insn, labels.get(insn.imm) if labels is not None and is_jump else None)
+
+
+_QUOTED: Final = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\t"): "\\t"}
+
+
+def _quote(raw: bytes) -> str:
+    """``raw`` as a string literal the assembler reads back byte for byte."""
+    return '"' + "".join(_quote_byte(byte) for byte in raw) + '"'
+
+
+def _quote_byte(byte: int) -> str:
+    if byte in _QUOTED:
+        return _QUOTED[byte]
+    return chr(byte) if 0x20 <= byte < 0x7F else f"\\x{byte:02x}"
+
+
+def _label_text(name: bytes) -> str | None:
+    """``name`` if it can be written as a label, else ``None``."""
+    text = name.decode("ascii", "replace")
+    return text if text.isascii() and _is_label_name(text) else None
+
+
+def _fresh_prefix(base: str, taken: set[bytes]) -> str:
+    """A prefix P such that no taken name is P followed by digits."""
+    prefix = base
+    while any(re.fullmatch(re.escape(prefix.encode()) + rb"[0-9]+", name) for name in taken):
+        prefix += "_"
+    return prefix
+
+
+def _imm_is_operand(insn: Instruction) -> bool:
+    return insn.info is None or "imm" in insn.info.fields
+
+
+@dataclass
+class _Names:
+    """The labels and names a disassembly uses."""
+
+    code: dict[int, list[str]] = field(default_factory=dict)
+    data: dict[int, list[str]] = field(default_factory=dict)
+    operand: dict[int, str] = field(default_factory=dict)  # instruction index -> imm text
+    imports: set[str] = field(default_factory=set)
+    exports: list[str] = field(default_factory=list)
+    symbol_lines: list[str] = field(default_factory=list)
+
+
+def _choose_names(program: ForgeProgram) -> _Names:
+    names = _Names()
+    for symbol in program.symbols:
+        _place_symbol(program, names, symbol)
+    taken = {symbol.name for symbol in program.symbols} | set(program.imports)
+    prefixes = {
+        RelocationKind.CODE: _fresh_prefix("L", taken),
+        RelocationKind.DATA: _fresh_prefix("D", taken),
+    }
+    sizes = {RelocationKind.CODE: len(program.code), RelocationKind.DATA: len(program.data)}
+    for reloc in program.relocations:
+        insn = program.code[reloc.index]
+        if not _imm_is_operand(insn):
+            continue
+        if reloc.kind is RelocationKind.SYMBOL:
+            name = _label_text(reloc.name)
+            if insn.imm == 0 and name is not None and name not in names.exports:
+                names.operand[reloc.index] = name
+                names.imports.add(name)
+        elif insn.imm <= sizes[reloc.kind]:
+            labels = names.code if reloc.kind is RelocationKind.CODE else names.data
+            at = labels.setdefault(insn.imm, [])
+            if not at:
+                at.append(f"{prefixes[reloc.kind]}{insn.imm}")
+            names.operand[reloc.index] = at[0]
+    return names
+
+
+def _place_symbol(program: ForgeProgram, names: _Names, symbol: Symbol) -> None:
+    """An exported label when possible, else a ``.symbol`` line."""
+    is_code = symbol.kind is SymbolKind.CODE
+    name = _label_text(symbol.name)
+    if name is not None and symbol.value <= len(program.code if is_code else program.data):
+        (names.code if is_code else names.data).setdefault(symbol.value, []).append(name)
+        names.exports.append(name)
+    else:
+        kind = symbol.kind.name.lower()
+        names.symbol_lines.append(f".symbol {_quote(symbol.name)}, {kind}, {symbol.value}")
+
+
+def _header_lines(program: ForgeProgram, names: _Names) -> list[str]:
+    lines = ["; disassembled by kforge"]
+    lines += [f".entry {program.entry}"] if program.entry else []
+    lines += [f".import {name}" for name in sorted(names.imports)]
+    lines += [f".export {name}" for name in names.exports]
+    lines += names.symbol_lines
+    meta = program.metadata
+    lines += [f".meta {_quote(meta[at : at + 48])}" for at in range(0, len(meta), 48)]
+    return lines
+
+
+def _code_lines(program: ForgeProgram, names: _Names) -> list[str]:
+    lines = ["", ".code"]
+    relocations = {reloc.index: reloc for reloc in program.relocations}
+    for index, insn in enumerate(program.code):
+        lines += [f"{label}:" for label in names.code.get(index, [])]
+        reloc = relocations.get(index)
+        if reloc is not None and index not in names.operand:
+            quoted = f", {_quote(reloc.name)}" if reloc.kind is RelocationKind.SYMBOL else ""
+            lines.append(f"    .reloc {reloc.kind.name.lower()}{quoted}")
+        lines.append(f"    {_render(insn, names.operand.get(index)):<31} ; {index}")
+    lines += [f"{label}:" for label in names.code.get(len(program.code), [])]
+    return lines
+
+
+def _data_lines(program: ForgeProgram, names: _Names) -> list[str]:
+    if not program.data and not names.data:
+        return []
+    lines = ["", ".data"]
+    cuts = sorted({0, len(program.data), *names.data})
+    for start, end in zip(cuts, [*cuts[1:], None], strict=True):
+        lines += [f"{label}:" for label in names.data.get(start, [])]
+        if end is not None:
+            lines += _chunk_lines(program.data[start:end])
+    return lines
+
+
+def _chunk_lines(chunk: bytes) -> list[str]:
+    """Printable runs of 4+ bytes as ``.ascii``, everything else as ``.byte`` rows of 16."""
+    lines: list[str] = []
+    for position, part in enumerate(re.split(rb"([\x20-\x7e]{4,})", chunk)):
+        width = 64 if position % 2 else 16
+        for at in range(0, len(part), width):
+            piece = part[at : at + width]
+            if position % 2:
+                lines.append(f"    .ascii {_quote(piece)}")
+            else:
+                lines.append("    .byte " + ", ".join(f"{byte:#04x}" for byte in piece))
+    return lines
+
+
+def disassemble(program: ForgeProgram) -> str:
+    """Readable assembly that ``assemble`` turns back into exactly ``program.encoded``."""
+    names = _choose_names(program)
+    lines = _header_lines(program, names) + _code_lines(program, names)
+    return "\n".join(lines + _data_lines(program, names)) + "\n"
