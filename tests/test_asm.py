@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kforge.asm import AssemblyError, assemble, disassemble, format_instruction
+from kforge.asm import AssemblyError, assemble
 from kforge.core import InvalidProgram
+from kforge.disasm import disassemble, format_instruction
 from kforge.isa import OPCODE_BY_MNEMONIC, OPCODES, Instruction, Opcode
 from kforge.program import (
     ForgeProgram,

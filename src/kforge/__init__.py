@@ -4,8 +4,9 @@ The public surface: assemble or decode a program, load it into a ``Machine``,
 run it, and read the result.  See ``docs/spec.md`` for the machine itself.
 """
 
-from kforge.asm import AssemblyError, assemble, disassemble
+from kforge.asm import AssemblyError, assemble
 from kforge.core import AgentId, ForgeError, Hash256, InvalidProgram, MemoryQuotaExceeded
+from kforge.disasm import disassemble
 from kforge.isa import FaultCode, Instruction, Opcode
 from kforge.machine import Machine, MachineSnapshot, MachineState
 from kforge.program import ForgeProgram, decode_program, encode_program

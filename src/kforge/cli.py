@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kforge.asm import assemble, disassemble, format_instruction
+from kforge.asm import assemble
 from kforge.core import ForgeError
+from kforge.disasm import disassemble, format_instruction
 from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
@@ -147,7 +148,7 @@ def _execute(machine: Machine, tier: str) -> None:
             raise CliError("the fast tier is not available in this installation") from None
         machine.run()
         return
-    fast.run(machine, tier=tier)
+    fast.run(machine, tier="fast" if tier == "fast" else "auto")
 
 
 def _trace(machine: Machine, out: TextIO) -> None:
