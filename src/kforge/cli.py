@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from kforge import link_cli, proofs_cli
 from kforge.asm import assemble
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
@@ -124,6 +125,8 @@ def _build_parser() -> _Parser:
     run.add_argument("--env", type=_environment_entry, action="append", default=[],
                      metavar="KEY=VALUE", help="an environment entry (repeatable)")
     run.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
+    proofs_cli.add_commands(commands)
+    link_cli.add_commands(commands)
     return parser
 
 
@@ -238,13 +241,16 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"asm": _command_asm, "disasm": _command_disasm, "run": _command_run}
+_COMMANDS.update(link_cli.COMMANDS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kforge`` command; returns the exit status."""
     try:
         args = _build_parser().parse_args(argv)
-        return _COMMANDS[args.command](args)
+        handler = getattr(args, "handler", None) or _COMMANDS[args.command]
+        status: int = handler(args)
+        return status
     except (CliError, ForgeError) as error:
         message = str(error).replace("\n", " ")
         sys.stderr.write(f"kforge: {message}\n")

@@ -1,0 +1,67 @@
+"""``kforge link MAIN LIB... -o OUT``: link a program with libraries into one FRGP file.
+
+MAIN and each LIB are assembly text or FRGP bytes (told apart by the magic).
+Every library is merged, in command-line order; the import list is derived by
+name (``kforge.link.derive_imports``): each symbol the program or a library
+imports is taken from the library that exports it.  Prints one line on success
+(the output path, its program id and sizes); errors propagate as ``CliError``
+or ``ForgeError``, which ``kforge.cli.main`` reports as one line, exit 2.
+
+Wiring (in ``kforge.cli``): call ``add_commands(subparsers)`` and dispatch
+``args.handler(args)`` (or merge ``COMMANDS`` into the command table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kforge.core import Hash256, VaultFetchFailed
+from kforge.link import derive_imports, link
+from kforge.program import ForgeProgram
+
+__all__ = ["COMMANDS", "add_commands", "command_link"]
+
+
+def command_link(args: argparse.Namespace) -> int:
+    """Link ``args.main`` with ``args.libraries`` and write ``args.output``; returns 0."""
+    from kforge.cli import CliError, load_program  # late: kforge.cli imports this module
+
+    program = load_program(args.main)
+    libraries = [load_program(path) for path in args.libraries]
+    store = {library.program_id: library for library in libraries}
+
+    def fetch(object_id: Hash256) -> ForgeProgram:
+        found = store.get(object_id)
+        if found is None:
+            raise VaultFetchFailed(object_id, "not among the libraries given")
+        return found
+
+    imports = derive_imports(program, libraries)
+    linked = link(program, imports, fetch)
+    try:
+        Path(args.output).write_bytes(linked.encoded)
+    except OSError as error:
+        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    sys.stdout.write(
+        f"{args.output}: {linked.program_id} ({len(linked.code)} instructions, "
+        f"{len(linked.data)} data bytes, {len(imports)} imports)\n"
+    )
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"link": command_link}
+
+
+def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``link`` command to ``subparsers``; its handler is ``args.handler``."""
+    parser = subparsers.add_parser("link", help="link a program with libraries into one FRGP file")
+    parser.add_argument("main", metavar="MAIN", help="the program (.fasm or FRGP)")
+    parser.add_argument(
+        "libraries", metavar="LIB", nargs="+", help="libraries whose exports it imports"
+    )
+    parser.add_argument("-o", "--output", required=True, help="where to write the FRGP bytes")
+    parser.set_defaults(handler=command_link)
