@@ -98,7 +98,8 @@ def _environment_entry(text: str) -> tuple[bytes, bytes]:
     key, separator, value = text.partition("=")
     if not separator:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.encode(), value.encode()
+    # Like --input: bytes that were not UTF-8 on the command line come back as themselves.
+    return key.encode("utf-8", "surrogateescape"), value.encode("utf-8", "surrogateescape")
 
 
 def _build_parser() -> _Parser:

@@ -72,7 +72,7 @@ class Hash256:
         return f"{type(self).__name__}({self.raw.hex()[:16]}…)"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True, order=True, repr=False)
 class AgentId(Hash256):
     """The 32-byte identity of an agent (an ed25519 public key in the Kingdom)."""
 

@@ -1,0 +1,263 @@
+"""The engine's data: sandbox states, requests and results, limits, clock and randomness."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Final, Protocol
+
+from kforge.core import AgentId, Hash256
+from kforge.isa import CHANNEL_COUNT, FaultCode
+from kforge.machine import DEFAULT_MESSAGE_LIMIT
+from kforge.messages import InvalidRequest
+
+__all__ = [
+    "DEFAULT_SLICE_TICKS",
+    "Clock",
+    "CreateSandbox",
+    "EngineLimits",
+    "ExecResult",
+    "HostCall",
+    "ManualClock",
+    "Operation",
+    "RandomSource",
+    "SandboxInfo",
+    "SandboxState",
+    "SystemClock",
+    "seeded_random",
+    "system_random",
+]
+
+DEFAULT_SLICE_TICKS: Final = 10_000
+
+
+class SandboxState(Enum):
+    """Where a sandbox is in its life.
+
+    ``CREATED → READY → RUNNING ↔ BLOCKED → HALTED | FAULTED | KILLED | DEADLINE_EXCEEDED``.
+    CREATED lasts only while ``create_sandbox`` builds the machine.
+    DEADLINE_EXCEEDED is the engine's own outcome: the execution ran past its
+    wall-clock deadline (it is not a machine fault, so it has no fault code).
+    """
+
+    CREATED = "CREATED"
+    READY = "READY"
+    RUNNING = "RUNNING"
+    BLOCKED = "BLOCKED"
+    HALTED = "HALTED"
+    FAULTED = "FAULTED"
+    KILLED = "KILLED"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+
+    @property
+    def is_final(self) -> bool:
+        return self in _FINAL
+
+    @property
+    def is_live(self) -> bool:
+        return not self.is_final
+
+
+_FINAL: Final = frozenset(
+    {
+        SandboxState.HALTED,
+        SandboxState.FAULTED,
+        SandboxState.KILLED,
+        SandboxState.DEADLINE_EXCEEDED,
+    }
+)
+
+
+class Operation(Enum):
+    """What an agent other than the owner may be granted on a sandbox."""
+
+    STATUS = "status"
+    EXEC = "exec"  # exec_start and step
+    KILL = "kill"
+    DELIVER = "deliver"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSandbox:
+    """A request for a new sandbox (seed §3.10, plus engine options).
+
+    ``grants`` are the extra channels (3..7) the sandbox may use; ``accept_from``
+    the owners whose sandboxes may send to it on channel 7 (its own owner's
+    always may); ``deadline`` the wall-clock seconds one execution may take
+    (``None``: the engine's default).
+    """
+
+    owner: AgentId
+    code: Hash256
+    memory_quota: int
+    tick_budget: int
+    input: bytes = b""
+    environment: Mapping[bytes, bytes] = field(default_factory=dict)
+    persistent: bool = False
+    grants: frozenset[int] = frozenset()
+    accept_from: frozenset[AgentId] = frozenset()
+    deadline: float | None = None
+
+    def validate(self, max_tick_budget: int = (1 << 64) - 1) -> None:
+        """Type and range checks (the wire schema makes the same for messages).
+
+        Raises ``InvalidRequest`` naming the first field that does not fit.
+        """
+        if not isinstance(self.owner, AgentId):
+            raise InvalidRequest("owner", f"expected an AgentId, got {type(self.owner).__name__}")
+        if not isinstance(self.code, Hash256):
+            raise InvalidRequest("code", f"expected a Hash256, got {type(self.code).__name__}")
+        for name in ("memory_quota", "tick_budget"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+                raise InvalidRequest(name, f"expected an integer in 0..2^64-1, got {value!r}")
+        if self.tick_budget > max_tick_budget:
+            raise InvalidRequest(
+                "tick_budget", f"{self.tick_budget} is over the engine's limit of {max_tick_budget}"
+            )
+        if not isinstance(self.input, bytes | bytearray):
+            raise InvalidRequest("input", f"expected bytes, got {type(self.input).__name__}")
+        if not isinstance(self.environment, Mapping) or not all(
+            isinstance(key, bytes) and isinstance(value, bytes)
+            for key, value in self.environment.items()
+        ):
+            raise InvalidRequest("environment", "expected a mapping of bytes to bytes")
+        if not all(
+            isinstance(channel, int) and 0 <= channel < CHANNEL_COUNT for channel in self.grants
+        ):
+            raise InvalidRequest("grants", f"expected channel numbers 0..15, got {sorted(self.grants)!r}")
+        if not all(isinstance(agent, AgentId) for agent in self.accept_from):
+            raise InvalidRequest("accept_from", "expected AgentIds")
+        if self.deadline is not None and not (
+            isinstance(self.deadline, int | float) and self.deadline > 0
+        ):
+            raise InvalidRequest(
+                "deadline", f"expected a positive number of seconds, got {self.deadline!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxInfo:
+    """A sandbox's status (seed §3.10, plus ``blocked_channel``).
+
+    ``memory_used`` counts data and environment (``heap_start``), the stack in
+    use, and the output and outbound messages the host holds for the sandbox.
+    """
+
+    id: Hash256
+    owner: AgentId
+    state: SandboxState
+    ticks_used: int
+    ticks_remaining: int
+    memory_used: int
+    memory_quota: int
+    persistent: bool
+    blocked_channel: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """The outcome of one execution (seed §3.13, plus the FAULT instruction's ``fault_detail``)."""
+
+    sandbox_id: Hash256
+    state: SandboxState
+    ticks_used: int
+    output: bytes
+    fault: FaultCode | None
+    fault_detail: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostCall:
+    """One logged host call: the request a sandbox sent and the reply it was given.
+
+    ``ticks_used`` is the sandbox's tick count when the request was taken and the
+    reply became visible (both happen between the same two slices);
+    ``delivered`` is false when the sandbox had already stopped and the reply
+    was dropped.
+    """
+
+    ticks_used: int
+    channel: int
+    request: bytes
+    reply: bytes
+    status: int
+    delivered: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLimits:
+    """What one engine allows.
+
+    ``slice_ticks`` is the scheduler's quantum; ``deadline`` the default
+    wall-clock seconds per execution.
+    """
+
+    max_sandboxes: int = 1024
+    max_sandboxes_per_owner: int = 256
+    max_memory_quota: int = 64 * 1024 * 1024
+    max_total_memory: int = 1024 * 1024 * 1024
+    max_tick_budget: int = (1 << 64) - 1
+    message_limit: int = DEFAULT_MESSAGE_LIMIT
+    slice_ticks: int = DEFAULT_SLICE_TICKS
+    deadline: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_sandboxes", "max_sandboxes_per_owner", "slice_ticks", "message_limit"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.deadline <= 0:
+            raise ValueError("deadline must be positive")
+
+
+class Clock(Protocol):
+    """Time as the engine sees it: ``monotonic`` for deadlines, ``time_ms`` for timestamps."""
+
+    def monotonic(self) -> float: ...
+
+    def time_ms(self) -> int: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock that moves only when told to: for deterministic tests."""
+
+    def __init__(self, start: float = 0.0, epoch_ms: int = 1_700_000_000_000) -> None:
+        self.now = start
+        self.epoch_ms = epoch_ms
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time_ms(self) -> int:
+        return self.epoch_ms + int(self.now * 1000)
+
+
+#: Returns ``n`` random bytes.
+RandomSource = Callable[[int], bytes]
+
+
+def system_random(size: int) -> bytes:
+    return os.urandom(size)
+
+
+def seeded_random(seed: int) -> RandomSource:
+    """A deterministic random source: the same seed gives the same bytes."""
+    generator = random.Random(seed)
+    return generator.randbytes

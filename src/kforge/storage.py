@@ -1,0 +1,188 @@
+"""Storage: the content-addressed vault and the decoded-program cache.
+
+A vault object's id is the SHA-256 of its bytes.  :meth:`Vault.get` hashes what
+it read before returning it, so a row changed behind the vault's back is caught
+(``VaultFetchFailed``), never handed to a sandbox: the trust chain is "hash stored
+at put, re-checked at every fetch".
+
+By default the vault is a SQLite file under the data directory
+(``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``); ``Vault(":memory:")`` keeps everything in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import OrderedDict
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from kforge.core import Hash256, InvalidProgram, VaultFetchFailed
+from kforge.program import ForgeProgram, decode_program
+
+__all__ = [
+    "MEMORY",
+    "ProgramCache",
+    "Vault",
+    "connect_sqlite",
+    "default_data_dir",
+]
+
+#: The path that keeps a SQLite database in memory.
+MEMORY: Final = ":memory:"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    id   BLOB PRIMARY KEY,
+    data BLOB NOT NULL,
+    size INTEGER NOT NULL
+)
+"""
+
+
+def default_data_dir() -> Path:
+    """Where kforge keeps its files: ``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``."""
+    explicit = os.environ.get("KFORGE_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path.home() / ".local" / "share" / "kforge"
+
+
+def connect_sqlite(path: str | Path) -> sqlite3.Connection:
+    """A connection to ``path`` (``":memory:"`` or a file, whose folder is created).
+
+    Files use write-ahead logging with ``synchronous=NORMAL``: durable across a
+    process crash, and fast enough for one transaction per request.
+    """
+    if str(path) != MEMORY:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    if str(path) != MEMORY:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+    return connection
+
+
+class Vault:
+    """Content-addressed objects in SQLite.  A context manager; :meth:`close` is idempotent."""
+
+    def __init__(self, path: str | Path = MEMORY) -> None:
+        self.path = str(path)
+        self._connection: sqlite3.Connection | None = connect_sqlite(path)
+        self._connection.execute(_SCHEMA)
+
+    @classmethod
+    def open_default(cls, data_dir: str | Path | None = None) -> Vault:
+        """The vault file ``vault.sqlite3`` under ``data_dir`` (default: :func:`default_data_dir`)."""
+        folder = Path(data_dir) if data_dir is not None else default_data_dir()
+        return cls(folder / "vault.sqlite3")
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (for tools and tests); raises ``ValueError`` once closed."""
+        if self._connection is None:
+            raise ValueError("the vault is closed")
+        return self._connection
+
+    def put(self, data: bytes) -> Hash256:
+        """Store ``data`` and return its id, the SHA-256 of the bytes.  Storing twice is harmless."""
+        blob = bytes(data)
+        object_id = Hash256.of(blob)
+        self.connection.execute(
+            "INSERT OR IGNORE INTO objects (id, data, size) VALUES (?, ?, ?)",
+            (object_id.raw, blob, len(blob)),
+        )
+        return object_id
+
+    def get(self, object_id: Hash256) -> bytes:
+        """The bytes stored under ``object_id``.
+
+        Raises ``VaultFetchFailed`` when there is no such object or when the stored
+        bytes no longer hash to their id (the row was tampered with).
+        """
+        row = self.connection.execute(
+            "SELECT data FROM objects WHERE id = ?", (object_id.raw,)
+        ).fetchone()
+        if row is None:
+            raise VaultFetchFailed(object_id, "no such object")
+        blob = bytes(row[0])
+        if Hash256.of(blob) != object_id:
+            raise VaultFetchFailed(object_id, "stored bytes do not match their hash (tampered)")
+        return blob
+
+    def __contains__(self, object_id: object) -> bool:
+        if not isinstance(object_id, Hash256):
+            return False
+        row = self.connection.execute(
+            "SELECT 1 FROM objects WHERE id = ?", (object_id.raw,)
+        ).fetchone()
+        return row is not None
+
+    def __len__(self) -> int:
+        row = self.connection.execute("SELECT COUNT(*) FROM objects").fetchone()
+        return int(row[0])
+
+    def put_program(self, program: ForgeProgram) -> Hash256:
+        """Store a program's canonical FRGP bytes; its id is the program id."""
+        return self.put(program.encoded)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ProgramCache:
+    """Programs fetched from a vault by id, decoded once, kept in an LRU of ``capacity``.
+
+    Because ids are content hashes, a cached program can never go stale.
+    """
+
+    def __init__(self, vault: Vault, capacity: int = 256) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.vault = vault
+        self.capacity = capacity
+        self.hits = 0
+        self.misses = 0
+        self._programs: OrderedDict[Hash256, ForgeProgram] = OrderedDict()
+
+    def load(self, program_id: Hash256) -> ForgeProgram:
+        """The program stored under ``program_id``.
+
+        Raises ``VaultFetchFailed`` (missing or tampered object) or
+        ``InvalidProgram`` (the object is not a valid FRGP container).
+        """
+        program = self._programs.get(program_id)
+        if program is not None:
+            self._programs.move_to_end(program_id)
+            self.hits += 1
+            return program
+        self.misses += 1
+        blob = self.vault.get(program_id)
+        try:
+            program = decode_program(blob)
+        except InvalidProgram as error:
+            raise InvalidProgram(f"vault object {program_id}: {error.reason}") from None
+        self._programs[program_id] = program
+        if len(self._programs) > self.capacity:
+            self._programs.popitem(last=False)
+        return program
+
+    def __contains__(self, program_id: object) -> bool:
+        return program_id in self._programs
+
+    def __len__(self) -> int:
+        return len(self._programs)
