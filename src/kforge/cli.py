@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kforge import link_cli, proofs_cli
+from kforge import link_cli, proofs_cli, registry_cli
 from kforge.asm import assemble
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
@@ -128,6 +128,7 @@ def _build_parser() -> _Parser:
     run.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
     proofs_cli.add_commands(commands)
     link_cli.add_commands(commands)
+    registry_cli.add_commands(commands)
     return parser
 
 
