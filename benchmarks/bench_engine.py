@@ -5,7 +5,11 @@
   which costs a slice end, the adapter call and a requeue (target < 100 µs);
 - dispatch: one SANDBOX_STATUS envelope through ``dispatch_bytes``, encoded
   request to encoded reply;
-- concurrent: 256 sandboxes started together, run to completion.
+- concurrent: 256 sandboxes started together, run to completion;
+- service call: one ``call_service`` to a counting service, minus the
+  service's own execution of the same request (a bare machine delivering the
+  request and running until it waits again), i.e. the engine's overhead per
+  call: queueing, delivery, slice, reply recognition, events (target ≤ 50 µs).
 
 Prints a table and saves ``benchmarks/results/engine.json``.
 """
@@ -23,7 +27,16 @@ from pathlib import Path
 
 from kforge.asm import assemble
 from kforge.core import AgentId, Hash256, MessageCode
-from kforge.engine import CreateSandbox, Engine, EngineLimits, SandboxState, seeded_random
+from kforge.engine import (
+    CreateSandbox,
+    Endpoint,
+    Engine,
+    EngineLimits,
+    SandboxState,
+    Service,
+    seeded_random,
+)
+from kforge.machine import Machine
 from kforge.messages import Envelope, ReplyCode
 from kforge.storage import Vault
 
@@ -53,6 +66,20 @@ COUNT_DOWN = """
 again:  SUB  r1, r1, r2
         JNZ  r1, again
         HALT
+"""
+
+#: Counts its calls: the reply to each request is the u64 call number, then the request.
+COUNTER = """
+        LI   r2, 4096
+        LI   r8, 8
+        LI   r11, 1
+top:    ADD  r9, r253, r8
+        RECV 3, r3, r9, r2
+        ADD  r10, r10, r11
+        STOREW r10, r253, 0
+        ADD  r4, r3, r8
+        SEND 3, r253, r4
+        JMP  top
 """
 
 
@@ -135,12 +162,39 @@ async def concurrent(count: int = 256) -> float:
         return elapsed
 
 
+async def service_call(calls: int = 5000) -> float:
+    """The engine's time per service call beyond the service's own execution."""
+    async with engine() as forge:
+        code = forge.vault.put_program(assemble(COUNTER))
+        sandbox = await forge.create_sandbox(
+            CreateSandbox(OWNER, code, 65536, 100, persistent=True, grants=frozenset({3}))
+        )
+        service = await forge.create_service(
+            Service(OWNER, sandbox, b"counter", 100 * calls, True, (Endpoint(b"count", 3),))
+        )
+        await forge.call_service(service, b"count", b"warm", OWNER)
+        started = time.perf_counter()
+        for _ in range(calls):
+            await forge.call_service(service, b"count", b"request", OWNER)
+        per_call = (time.perf_counter() - started) / calls
+    machine = Machine.load(assemble(COUNTER), memory_quota=65536, tick_budget=100 * calls, grants={3})
+    machine.run()
+    started = time.perf_counter()
+    for _ in range(calls):
+        machine.deliver(3, b"request")
+        machine.run(yield_on_tick=True)
+        machine.take_outbound()
+    own = (time.perf_counter() - started) / calls
+    return per_call - own
+
+
 async def main() -> None:
     rows = [
         ("create (64 KiB quota)", await best_of(3, creation), 1e-3, "per sandbox"),
         ("SEND→RECV via oracle", await best_of(3, send_recv), 100e-6, "per round trip"),
         ("dispatch SANDBOX_STATUS", await best_of(3, dispatch), None, "per envelope"),
         ("256 sandboxes × 4,000 ticks", await best_of(3, concurrent), None, "wall clock"),
+        ("service call overhead", await best_of(3, service_call), 50e-6, "per call"),
     ]
     print(f"{'measure':<28} {'time':>12}  {'target':>10}  {'':<15}")
     for name, seconds, target, unit in rows:

@@ -104,22 +104,23 @@ def test_kill_and_deliver_are_acknowledged() -> None:
 
 
 @pytest.mark.parametrize(
-    ("code", "values", "fragment"),
+    ("code", "values", "category"),
     [
         (
             MessageCode.SERVICE_CREATE,
             {"owner": OWNER, "sandbox": UNKNOWN, "name": b"s", "tick_budget": 1, "auto_fund": False, "endpoints": []},
-            "SERVICE_CREATE",
+            ErrorCategory.INVALID_REQUEST,
         ),
-        (MessageCode.SERVICE_CALL, {"service_id": UNKNOWN, "endpoint": b"e", "data": b""}, "SERVICE_CALL"),
+        (MessageCode.SERVICE_CALL, {"service_id": UNKNOWN, "endpoint": b"e", "data": b""}, ErrorCategory.NOT_FOUND),
     ],
 )
-def test_later_work_is_answered_not_supported_yet(code: int, values: dict[str, Any], fragment: str) -> None:
+def test_service_requests_are_checked_before_anything_happens(
+    code: int, values: dict[str, Any], category: ErrorCategory
+) -> None:
     async def body() -> None:
         async with open_engine() as engine:
             error = error_of(await engine.dispatch(request(code, values)))
-            assert error.category is ErrorCategory.INTERNAL and error.code == 0x05FF
-            assert error.message == f"internal error: {fragment} is not supported yet".encode()
+            assert error.category is category
 
     run(body)
 

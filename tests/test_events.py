@@ -10,7 +10,15 @@ import pytest
 
 from kforge.core import AgentId, EventKind, Hash256
 from kforge.engine import ManualClock
-from kforge.events import EVENT_FIELDS, Event, EventBus, Gap, SubscriptionClosed
+from kforge.events import (
+    EVENT_FIELDS,
+    AnyEventKind,
+    Event,
+    EventBus,
+    ExtensionEventKind,
+    Gap,
+    SubscriptionClosed,
+)
 from test_engine_support import (
     DIVIDE_BY_ZERO,
     ECHO,
@@ -31,7 +39,7 @@ A2 = AgentId(b"\x22" * 32)
 H = Hash256(b"\x33" * 32)
 
 #: One payload per kind, with exactly the seed's fields (plus the documented extensions).
-PAYLOADS: dict[EventKind, dict[str, Any]] = {
+PAYLOADS: dict[AnyEventKind, dict[str, Any]] = {
     EventKind.SANDBOX_CREATED: {
         "sandbox_id": S1,
         "owner": A1,
@@ -64,12 +72,15 @@ PAYLOADS: dict[EventKind, dict[str, Any]] = {
         "forge_sig": b"sig",
     },
     EventKind.LINK_COMPLETED: {"original": H, "resolved": S2, "import_count": 2},
+    ExtensionEventKind.SERVICE_SUSPENDED: {"service_id": H, "cycle": 3, "reason": "short"},
+    ExtensionEventKind.SERVICE_RESUMED: {"service_id": H, "cycle": 3},
+    ExtensionEventKind.CYCLE_STARTED: {"cycle": 3},
 }
 
 
 def test_every_event_kind_has_its_seed_payload() -> None:
-    assert set(EVENT_FIELDS) == set(EventKind)
-    assert set(PAYLOADS) == set(EventKind)
+    assert set(EVENT_FIELDS) == {*EventKind, *ExtensionEventKind}
+    assert set(PAYLOADS) == {*EventKind, *ExtensionEventKind}
     seed_fields = {
         EventKind.SANDBOX_CREATED: {"sandbox_id", "owner", "code", "memory_quota", "tick_budget", "persistent"},
         EventKind.SANDBOX_STARTED: {"sandbox_id", "owner"},

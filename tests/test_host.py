@@ -229,7 +229,7 @@ def test_peer_messages_reach_sandboxes_that_accept_the_sender() -> None:
                 bytes([PeerOp.SEND]) + deaf.raw + b"no",
                 bytes([PeerOp.SEND]) + Hash256.of(b"nobody").raw + b"no",
                 bytes([PeerOp.SEND]) + b"short",
-                bytes([0x02]),
+                bytes([0x09]),
             ]
             sender_id = await create(engine, host_client(7, requests), grants=frozenset({7}))
             await engine.exec_start(sender_id, OWNER)

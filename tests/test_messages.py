@@ -76,6 +76,8 @@ VALID: dict[int, dict[str, Any]] = {
     MessageCode.SERVICE_RESULT: {"service_id": H, "endpoint": b"get", "data": b"y", "ticks_used": 4},
     MessageCode.LINK_RESOLVE: {"program": H, "imports": [{"from": H, "symbols": [b"f"]}]},
     ExtensionCode.SANDBOX_DELIVER: {"sandbox_id": H, "channel": 2, "data": b"x"},
+    ExtensionCode.CYCLE_ADVANCE: {"allowances": [{"agent": SENDER, "ticks": 5}]},
+    ExtensionCode.SERVICE_FUND: {"service_id": H},
     ReplyCode.ACK: {"sandbox_id": H},
     ReplyCode.ERROR: {"code": 0x0500, "category": "NotFound", "message": b"m", "context": {}},
     ReplyCode.SANDBOX_INFO: {

@@ -527,3 +527,46 @@ def test_linking_fetches_only_trusted_libraries(registry: Registry, agent: NodeK
     linked = link(app, imports, registry.trusted_program)
     machine = Machine.load(linked)
     assert machine.run() is MachineState.HALTED and bytes(machine.stdout) == b"21\n12\n"
+
+
+# --------------------------------------------------------------------------- engine trust
+
+
+def test_an_engine_in_trusted_only_mode_runs_trusted_programs_and_refuses_others(
+    registry: Registry, agent: NodeKey, clock: Clock
+) -> None:
+    import asyncio
+
+    from kforge.asm import assemble
+    from kforge.engine import CreateSandbox, Engine
+    from kforge.storage import Vault
+
+    trusted(registry, agent)
+    echo_id = registry.entry("echo", "1").program_id
+    assert echo_id is not None
+    owner = AgentId(bytes(range(32)))
+
+    async def scenario() -> None:
+        vault = Vault(":memory:")
+        async with Engine(vault=vault, trust=TrustPolicy(registry), tier="reference") as engine:
+            assert vault.put(registry.program("echo", "1").encoded) == echo_id
+            untrusted = vault.put(assemble("HALT\n").encoded)  # never proposed
+            sandbox = await engine.create_sandbox(
+                CreateSandbox(owner=owner, code=echo_id, memory_quota=4096, tick_budget=100,
+                              input=b"hi")
+            )
+            await engine.exec_start(sandbox, owner)
+            result = await engine.wait(sandbox)
+            assert result.output == b"hi"
+            with pytest.raises(ProgramNotTrusted):
+                await engine.create_sandbox(
+                    CreateSandbox(owner=owner, code=untrusted, memory_quota=4096, tick_budget=100)
+                )
+            clock.now += 1
+            registry.revoke(*registry.request("echo", "1", Status.REVOKED, "unsafe", agent))
+            with pytest.raises(ProgramRevoked, match="unsafe"):
+                await engine.create_sandbox(
+                    CreateSandbox(owner=owner, code=echo_id, memory_quota=4096, tick_budget=100)
+                )
+
+    asyncio.run(scenario())

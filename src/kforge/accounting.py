@@ -21,6 +21,7 @@ what was there; a refused charge changes nothing.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -134,7 +135,7 @@ class Ledger:
         self._connection.execute("INSERT OR IGNORE INTO ledger_state VALUES ('cycle', 0)")
 
     @classmethod
-    def open_default(cls, data_dir: str | Path | None = None) -> Ledger:
+    def open_default(cls, data_dir: str | os.PathLike[str] | None = None) -> Ledger:
         folder = Path(data_dir) if data_dir is not None else default_data_dir()
         return cls(folder / "ledger.sqlite3")
 
@@ -318,6 +319,34 @@ class Ledger:
                 "UPDATE accounts SET spark = spark + ? WHERE agent = ?", (amount, payee.raw)
             )
             return balance - amount if payer != payee else balance
+
+    # ------------------------------------------------------------------ copying
+
+    @property
+    def changes(self) -> int:
+        """A counter that moves whenever the ledger was written (for change detection)."""
+        return self.connection.total_changes
+
+    def dump(self) -> tuple[int, list[Account]]:
+        """The cycle number and every account, in agent order (what :meth:`load` takes)."""
+        rows = self.connection.execute(
+            "SELECT agent, tick_allowance, ticks_spent, ticks_reserved, spark FROM accounts "
+            "ORDER BY agent"
+        ).fetchall()
+        return self.cycle, [Account(AgentId(row[0]), *row[1:]) for row in rows]
+
+    def load(self, cycle: int, accounts: list[Account]) -> None:
+        """Replace every account and the cycle number with ``accounts`` and ``cycle``."""
+        with self._transaction() as connection:
+            connection.execute("DELETE FROM accounts")
+            connection.executemany(
+                "INSERT INTO accounts VALUES (?, ?, ?, ?, ?)",
+                [
+                    (a.agent.raw, a.tick_allowance, a.ticks_spent, a.ticks_reserved, a.spark)
+                    for a in accounts
+                ],
+            )
+            connection.execute("UPDATE ledger_state SET value = ? WHERE key = 'cycle'", (cycle,))
 
     # ------------------------------------------------------------------ lifecycle
 

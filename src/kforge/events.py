@@ -17,6 +17,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any, Final
 
 from kforge.core import AgentId, EventKind, Hash256
@@ -24,17 +25,40 @@ from kforge.messages import pack
 
 __all__ = [
     "EVENT_FIELDS",
+    "AnyEventKind",
     "Event",
     "EventBus",
+    "ExtensionEventKind",
     "Gap",
     "Subscription",
     "SubscriptionClosed",
+    "event_kind",
     "to_wire",
 ]
 
+
+class ExtensionEventKind(IntEnum):
+    """Event kinds beyond the seed's table (same Forge range, documented in docs/engine.md)."""
+
+    SERVICE_SUSPENDED = 0x4013  # a service its owner could not pay for this cycle
+    SERVICE_RESUMED = 0x4014  # a suspended service was paid for and runs again
+    CYCLE_STARTED = 0x4040  # the engine began a cycle
+
+
+#: Any event kind the bus carries.
+AnyEventKind = EventKind | ExtensionEventKind
+
+
+def event_kind(value: int) -> AnyEventKind:
+    """The kind numbered ``value`` (``ValueError`` for a number that is no kind)."""
+    try:
+        return EventKind(value)
+    except ValueError:
+        return ExtensionEventKind(value)
+
 #: The payload fields of each event kind: the seed's §6.2, plus the extensions
 #: ``fault_name`` and ``fault_detail`` on SANDBOX_FAULTED (see docs/engine.md).
-EVENT_FIELDS: Final[dict[EventKind, tuple[str, ...]]] = {
+EVENT_FIELDS: Final[dict[AnyEventKind, tuple[str, ...]]] = {
     EventKind.SANDBOX_CREATED: (
         "sandbox_id",
         "owner",
@@ -67,6 +91,9 @@ EVENT_FIELDS: Final[dict[EventKind, tuple[str, ...]]] = {
         "forge_sig",
     ),
     EventKind.LINK_COMPLETED: ("original", "resolved", "import_count"),
+    ExtensionEventKind.SERVICE_SUSPENDED: ("service_id", "cycle", "reason"),
+    ExtensionEventKind.SERVICE_RESUMED: ("service_id", "cycle"),
+    ExtensionEventKind.CYCLE_STARTED: ("cycle",),
 }
 
 
@@ -91,7 +118,7 @@ class Event:
     """
 
     seq: int
-    kind: EventKind
+    kind: AnyEventKind
     sandbox_id: Hash256 | None
     owner: AgentId | None
     timestamp_ms: int
@@ -132,7 +159,7 @@ class Subscription:
     def __init__(
         self,
         bus: EventBus,
-        kinds: frozenset[EventKind] | None,
+        kinds: frozenset[AnyEventKind] | None,
         sandbox_id: Hash256 | None,
         owner: AgentId | None,
         maxsize: int,
@@ -241,6 +268,12 @@ class EventBus:
         self.default_maxsize = default_maxsize
         self._subscriptions: list[Subscription] = []
         self._seq = 0
+        #: Called with every event right after it is numbered (e.g. the durable log).
+        self.listeners: list[Callable[[Event], None]] = []
+
+    def resume_at(self, seq: int) -> None:
+        """Continue numbering after ``seq`` (an engine rebuilt from its log)."""
+        self._seq = seq
 
     @property
     def published(self) -> int:
@@ -249,7 +282,7 @@ class EventBus:
 
     def subscribe(
         self,
-        kinds: Iterable[EventKind] | None = None,
+        kinds: Iterable[AnyEventKind] | None = None,
         *,
         sandbox_id: Hash256 | None = None,
         owner: AgentId | None = None,
@@ -258,7 +291,7 @@ class EventBus:
         """A new subscription to events matching every filter given."""
         subscription = Subscription(
             self,
-            frozenset(EventKind(kind) for kind in kinds) if kinds is not None else None,
+            frozenset(event_kind(kind) for kind in kinds) if kinds is not None else None,
             sandbox_id,
             owner,
             maxsize if maxsize is not None else self.default_maxsize,
@@ -272,7 +305,7 @@ class EventBus:
 
     def publish(
         self,
-        kind: EventKind,
+        kind: AnyEventKind,
         payload: Mapping[str, Any],
         *,
         sandbox_id: Hash256 | None = None,
@@ -283,7 +316,7 @@ class EventBus:
         Raises ``ValueError`` when ``payload`` does not hold exactly the fields of
         ``kind`` (a programming error, never a runtime condition).
         """
-        kind = EventKind(kind)
+        kind = event_kind(kind)
         expected = EVENT_FIELDS[kind]
         if tuple(payload) != expected and set(payload) != set(expected):
             missing = sorted(set(expected) - set(payload))
@@ -298,6 +331,8 @@ class EventBus:
             self._clock_ms(),
             {name: payload[name] for name in expected},
         )
+        for listener in self.listeners:
+            listener(event)
         for subscription in tuple(self._subscriptions):
             if subscription.matches(event):
                 subscription._offer(event)

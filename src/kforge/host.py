@@ -23,7 +23,10 @@ Binary formats (all integers little-endian; ``id`` is 32 raw bytes):
     mint   (6)  BALANCE  0x01 (empty)                  -> u64 Spark of the sandbox's owner
                 TRANSFER 0x02 payee id, u64 amount     -> u64 owner's balance after
     peer   (7)  SEND     0x01 target sandbox id, data  -> (empty) once queued for the target
+                CALL     0x02 service id, u16 n, endpoint[n], data -> u64 ticket once queued
                 incoming (not a reply): 0x80 | 0x01 | sender sandbox id | sender owner id | data
+                service answer (not a reply):
+                         0x80 | 0x02 | service id | u64 ticket | u8 status | u64 ticks | data
 
 Every call is validated, answered (success or error: an adapter's exception
 becomes an UNAVAILABLE reply, never a crash) and returned with its status so
@@ -69,6 +72,7 @@ __all__ = [
     "incoming_frame",
     "parse_reply",
     "reply_frame",
+    "service_answer_frame",
 ]
 
 #: Bytes before a reply's body: status and op.
@@ -114,6 +118,7 @@ class MintOp(IntEnum):
 
 class PeerOp(IntEnum):
     SEND = 0x01
+    CALL = 0x02
 
 
 def reply_frame(status: Status, op: int, body: bytes = b"") -> bytes:
@@ -123,6 +128,24 @@ def reply_frame(status: Status, op: int, body: bytes = b"") -> bytes:
 def incoming_frame(sender: Hash256, sender_owner: AgentId, data: bytes) -> bytes:
     """What a sandbox receives on channel 7 when another sandbox sends it ``data``."""
     return bytes((Status.INCOMING, PeerOp.SEND)) + sender.raw + sender_owner.raw + data
+
+
+def service_answer_frame(
+    service_id: Hash256, ticket: int, status: Status, ticks_used: int, data: bytes
+) -> bytes:
+    """What a sandbox receives on channel 7 when a service call it made (``CALL``) ends.
+
+    ``status`` is OK with the service's reply as ``data``, or an error status
+    with a UTF-8 message (UNAVAILABLE: the service's sandbox stopped).
+    """
+    return (
+        bytes((Status.INCOMING, PeerOp.CALL))
+        + service_id.raw
+        + _U64.pack(ticket)
+        + bytes((status,))
+        + _U64.pack(ticks_used)
+        + data
+    )
 
 
 def parse_reply(frame: bytes) -> tuple[Status, int, bytes]:
@@ -401,9 +424,15 @@ class PeerDirectory(Protocol):
         """Queue ``data`` for ``target`` or raise :class:`HostError` (NOT_FOUND, DENIED)."""
         ...
 
+    def call_service_from_sandbox(
+        self, sender: Hash256, sender_owner: AgentId, service_id: Hash256, endpoint: bytes, data: bytes
+    ) -> int:
+        """Queue a service call whose answer goes back to ``sender`` on channel 7; its ticket."""
+        ...
+
 
 class PeerAdapter:
-    """SEND a message to another sandbox that accepts the sender."""
+    """SEND a message to another sandbox that accepts the sender; CALL a service."""
 
     channel = Channel.INTER_SANDBOX
 
@@ -411,6 +440,14 @@ class PeerAdapter:
         self.directory = directory
 
     async def handle(self, request: HostRequest) -> bytes:
+        if request.op == PeerOp.CALL:
+            call = _Body(request.body)
+            service_id = Hash256(call.take(_ID, "service id"))
+            endpoint = call.take(call.u16("endpoint length"), "endpoint")
+            ticket = self.directory.call_service_from_sandbox(
+                request.sandbox_id, request.owner, service_id, endpoint, call.rest()
+            )
+            return _U64.pack(ticket)
         if request.op != PeerOp.SEND:
             raise _unknown_op(request, PeerOp)
         body = _Body(request.body)

@@ -14,6 +14,8 @@ Codes beyond the seed's tables (documented in ``docs/engine.md``):
 - ``ReplyCode.SANDBOX_INFO`` (0x05F2): the answer to ``SANDBOX_STATUS``.
 - ``ReplyCode.LINK_RESULT`` (0x05F3): the answer to ``LINK_RESOLVE``.
 - ``ExtensionCode.SANDBOX_DELIVER`` (0x0507): input for a sandbox's stdin.
+- ``ExtensionCode.CYCLE_ADVANCE`` (0x0508): begin the engine's next cycle.
+- ``ExtensionCode.SERVICE_FUND`` (0x0509): pay a suspended service's cycle and resume it.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class ExtensionCode(IntEnum):
     """Requests beyond the seed's table."""
 
     SANDBOX_DELIVER = 0x0507  # { sandbox_id, channel, data }: input for a sandbox (stdin)
+    CYCLE_ADVANCE = 0x0508  # { allowances: [{agent, ticks}] }: begin the next cycle
+    SERVICE_FUND = 0x0509  # { service_id }: pay this cycle of a service and resume it
 
 
 def code_name(code: int) -> str:
@@ -474,9 +478,19 @@ SCHEMAS: Final[dict[int, tuple[Field, ...]]] = {
         Field("channel", _U8),
         Field("data", _BYTES),
     ),
+    ExtensionCode.CYCLE_ADVANCE: (
+        Field(
+            "allowances",
+            ListField(StructField((Field("agent", _AGENT), Field("ticks", UIntField(63))))),
+            False,
+            [],
+        ),
+    ),
+    ExtensionCode.SERVICE_FUND: (Field("service_id", _HASH),),
     ReplyCode.ACK: (
         Field("sandbox_id", _HASH, False, OMIT),
         Field("service_id", _HASH, False, OMIT),
+        Field("cycle", _U64, False, OMIT),
     ),
     ReplyCode.ERROR: (
         Field("code", _U32),

@@ -73,7 +73,7 @@ class Vault:
         self._connection.execute(_SCHEMA)
 
     @classmethod
-    def open_default(cls, data_dir: str | Path | None = None) -> Vault:
+    def open_default(cls, data_dir: str | os.PathLike[str] | None = None) -> Vault:
         """The vault file ``vault.sqlite3`` under ``data_dir`` (default: :func:`default_data_dir`)."""
         folder = Path(data_dir) if data_dir is not None else default_data_dir()
         return cls(folder / "vault.sqlite3")

@@ -10,8 +10,12 @@ Replies (``docs/engine.md`` has the table):
 - ``PROOF_REQUEST`` → ``ACK {}`` at once (after the checks and the charge), then
   ``PROOF_RESULT`` (or ``ERROR``) in the mailbox when the proof is generated;
 - ``LINK_RESOLVE`` → ``LINK_RESULT {resolved}``;
-- ``SERVICE_CREATE``, ``SERVICE_CALL`` → their payload is checked, then ``ERROR``
-  (Internal, "not supported yet");
+- ``SERVICE_CREATE`` → ``ACK {service_id}`` (the owner must be the sender);
+- ``SERVICE_CALL`` → ``ACK {}`` at once, then ``SERVICE_RESULT`` (or ``ERROR``
+  when the service stopped before answering) in the mailbox;
+- ``SERVICE_FUND`` (extension) → ``ACK {}``;
+- ``CYCLE_ADVANCE`` (extension) → ``ACK {cycle}`` (only ``Engine.cycle_agents``
+  when that is set);
 - any refusal → ``ERROR`` carrying the ``KingdomError``; a malformed envelope or
   payload is ``InvalidRequest`` naming the field.  Nothing escapes as an exception.
 """
@@ -30,7 +34,15 @@ from kforge.core import (
     PermissionDenied,
 )
 from kforge.engine.artifacts import ProofJob, proof_result_values
-from kforge.engine.models import CreateSandbox, ExecResult, SandboxInfo, SandboxState
+from kforge.engine.models import (
+    CreateSandbox,
+    Endpoint,
+    ExecResult,
+    SandboxInfo,
+    SandboxState,
+    Service,
+    ServiceResult,
+)
 from kforge.isa import FaultCode
 from kforge.link import Import
 from kforge.messages import (
@@ -59,7 +71,7 @@ Reply = tuple[int, dict[str, Any]]
 Handler = Callable[[Envelope, dict[str, Any]], Awaitable[Reply]]
 
 #: Requests whose handling belongs to later work.
-NOT_SUPPORTED = (MessageCode.SERVICE_CREATE, MessageCode.SERVICE_CALL)
+NOT_SUPPORTED: tuple[int, ...] = ()
 
 
 def create_request_from_values(values: dict[str, Any]) -> CreateSandbox:
@@ -132,6 +144,10 @@ class Dispatcher:
             ExtensionCode.SANDBOX_DELIVER: self._deliver,
             MessageCode.PROOF_REQUEST: self._proof_request,
             MessageCode.LINK_RESOLVE: self._link_resolve,
+            MessageCode.SERVICE_CREATE: self._service_create,
+            MessageCode.SERVICE_CALL: self._service_call,
+            ExtensionCode.SERVICE_FUND: self._service_fund,
+            ExtensionCode.CYCLE_ADVANCE: self._cycle_advance,
         }
         for code in NOT_SUPPORTED:
             self._handlers[code] = self._not_supported
@@ -161,6 +177,18 @@ class Dispatcher:
             MessageCode.EXEC_RESULT,
             encode_payload(MessageCode.EXEC_RESULT, exec_result_values(result)),
             reply_to,
+        )
+
+    def service_result_envelope(self, result: ServiceResult, reply_to: Hash256) -> Envelope:
+        """The ``SERVICE_RESULT`` sent when a call made by message is answered."""
+        values = {
+            "service_id": result.service_id,
+            "endpoint": result.endpoint,
+            "data": result.data,
+            "ticks_used": result.ticks_used,
+        }
+        return self._envelope(
+            MessageCode.SERVICE_RESULT, encode_payload(MessageCode.SERVICE_RESULT, values), reply_to
         )
 
     # ------------------------------------------------------------------ dispatching
@@ -248,6 +276,50 @@ class Dispatcher:
         self.engine.mailbox.post(
             recipient, self._envelope(MessageCode.PROOF_RESULT, payload, reply_to)
         )
+
+    async def _service_create(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
+        if values["owner"] != envelope.sender:
+            raise PermissionDenied(
+                f"agent {envelope.sender} may not create a service owned by {values['owner']}"
+            )
+        service = Service(
+            owner=values["owner"],
+            sandbox=values["sandbox"],
+            name=values["name"],
+            tick_budget=values["tick_budget"],
+            auto_fund=values["auto_fund"],
+            endpoints=tuple(
+                Endpoint(e["name"], e["channel"], e["schema"]) for e in values["endpoints"]
+            ),
+            id=values["id"],
+        )
+        service_id = await self.engine.create_service(service)
+        return ReplyCode.ACK, {"service_id": service_id}
+
+    async def _service_call(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
+        engine = self.engine
+        engine._require_open()
+        engine._queue_call(
+            values["service_id"],
+            values["endpoint"],
+            values["data"],
+            envelope.sender,
+            notify=(envelope.sender, envelope.id),
+        )
+        engine._commit()
+        return ReplyCode.ACK, {}
+
+    async def _service_fund(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
+        await self.engine.fund_service(values["service_id"], envelope.sender)
+        return ReplyCode.ACK, {}
+
+    async def _cycle_advance(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
+        agents = self.engine.cycle_agents
+        if agents is not None and envelope.sender not in agents:
+            raise PermissionDenied(f"agent {envelope.sender} may not advance the engine's cycles")
+        allowances = {entry["agent"]: entry["ticks"] for entry in values["allowances"]}
+        cycle = await self.engine.begin_cycle(allowances or None)
+        return ReplyCode.ACK, {"cycle": cycle}
 
     async def _not_supported(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
         raise Internal(f"{code_name(envelope.code)} is not supported yet")

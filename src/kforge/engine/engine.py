@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from enum import Enum
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kforge.accounting import PERSISTENT_SPARK_PER_CYCLE, InsufficientResources, Ledger
 from kforge.core import (
@@ -36,6 +37,7 @@ from kforge.core import (
     MemoryQuotaExceeded,
     PermissionDenied,
     SandboxNotFound,
+    ServiceNotFound,
     TooManySandboxes,
 )
 from kforge.engine.artifacts import (
@@ -48,9 +50,11 @@ from kforge.engine.artifacts import (
     run_record,
 )
 from kforge.engine.dispatch import Dispatcher
+from kforge.engine.durable import Journal, accounts_record, create_record, rebuild, take_snapshot
 from kforge.engine.models import (
     Clock,
     CreateSandbox,
+    Endpoint,
     EngineLimits,
     ExecResult,
     HostCall,
@@ -58,13 +62,19 @@ from kforge.engine.models import (
     RandomSource,
     SandboxInfo,
     SandboxState,
+    Service,
+    ServiceCallFailed,
+    ServiceInfo,
+    ServiceResult,
+    ServiceState,
     SystemClock,
     system_random,
 )
 from kforge.engine.sandbox import Sandbox
 from kforge.engine.scheduler import Scheduler
+from kforge.engine.services import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
 from kforge.engine.tiers import TIERS, slice_function
-from kforge.events import EventBus
+from kforge.events import AnyEventKind, EventBus, ExtensionEventKind
 from kforge.host import (
     AgoraAdapter,
     AgoraBoard,
@@ -79,6 +89,7 @@ from kforge.host import (
     TableOracle,
     VaultAdapter,
     incoming_frame,
+    service_answer_frame,
 )
 from kforge.isa import DEFAULT_GRANTS, GRANTABLE_CHANNELS, Channel
 from kforge.link import Import
@@ -87,17 +98,28 @@ from kforge.memory import encode_environment, plan_layout
 from kforge.messages import Envelope, InvalidRequest, Mailbox
 from kforge.proofs import ExecutionProof, Signer
 from kforge.replay import RunRecord
-from kforge.storage import ProgramCache, Vault
+from kforge.storage import ProgramCache, Vault, default_data_dir
 
 __all__ = ["TIERS", "Engine", "EngineStatus", "SliceObserver"]
 
 _SANDBOX_DOMAIN: Final = b"kforge/sandbox/v1\0"
 _ENVELOPE_DOMAIN: Final = b"kforge/envelope/v1\0"
 _ENGINE_DOMAIN: Final = b"kforge/engine/v1\0"
+_SERVICE_DOMAIN: Final = b"kforge/service/v1\0"
 
 #: Called after every scheduler slice with the sandbox, its state and its ticks used.
 SliceObserver = Callable[[Hash256, SandboxState, int], None]
 
+
+
+class ProgramGate(Protocol):
+    """Decides whether a program may run; e.g. ``kforge.registry.TrustPolicy``.
+
+    ``check_runnable`` returns when the program may run and raises a
+    ``ForgeError`` naming why not (not trusted, revoked) otherwise.
+    """
+
+    def check_runnable(self, program_id: Hash256) -> None: ...
 
 class EngineStatus(Enum):
     UNOPENED = "unopened"
@@ -136,10 +158,25 @@ class Engine:
         program_cache_size: int = 256,
         on_slice: SliceObserver | None = None,
         signer: Signer | None = None,
+        cycle_interval: float | None = None,
+        cycle_agents: Collection[AgentId] | None = None,
+        data_dir: str | Path | None = None,
+        durable: bool = False,
+        snapshot_every: int = 1000,
+        trust: ProgramGate | None = None,
     ) -> None:
-        self._owned: list[Vault | Ledger] = []
+        self._owned: list[Vault | Ledger | Journal] = []
+        self.trust = trust
+        folder = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.journal: Journal | None = None
+        if durable:
+            self.journal = Journal(folder)
+            self._owned.append(self.journal)
+        if snapshot_every < 1:
+            raise ValueError("snapshot_every must be at least 1")
+        self.snapshot_every = snapshot_every
         if vault is None:
-            vault = Vault.open_default()
+            vault = Vault.open_default(folder)
             self._owned.append(vault)
         self.vault = vault
         self.accounting = ledger is not None
@@ -150,6 +187,15 @@ class Engine:
         self.limits = limits or EngineLimits()
         self.clock: Clock = clock or SystemClock()
         self._secret = (random_source or system_random)(32)
+        self._epoch = 0
+        if self.journal is not None:  # a durable engine keeps its secret (ids, signer) across starts
+            stored = self.journal.meta("secret")
+            if stored is None:
+                self.journal.set_meta("secret", self._secret)
+            else:
+                self._secret = stored
+            self._epoch = int.from_bytes(self.journal.meta("epoch") or b"", "big") + 1
+            self.journal.set_meta("epoch", self._epoch.to_bytes(8, "big"))
         self.agent_id = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + self._secret).raw)
         self.signer: Signer = signer or derived_signer(self._secret)
         self.tier = tier
@@ -181,6 +227,21 @@ class Engine:
         self._envelope_counter = 0
         self._background: set[asyncio.Task[None]] = set()
         self._dispatcher = Dispatcher(self)
+        if cycle_interval is not None and not cycle_interval > 0:
+            raise ValueError("cycle_interval must be a positive number of seconds")
+        self.cycle_interval = cycle_interval
+        #: Who may advance cycles by message (``None``: any agent).
+        self.cycle_agents = frozenset(cycle_agents) if cycle_agents is not None else None
+        self._services: dict[Hash256, ServiceRecord] = {}
+        self._service_counter = 0
+        self._call_counter = 0
+        self._cycle_task: asyncio.Task[None] | None = None
+        self._exec_lock = asyncio.Lock()
+        self._ledger_changes = -1
+        self.rebuilt_records = 0
+        if self.journal is not None:
+            journal = self.journal
+            self.bus.listeners.append(lambda event: journal.append_raw("event", event.encode()))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -189,18 +250,50 @@ class Engine:
         if self.status is EngineStatus.CLOSED:
             raise Internal("the engine is closed and cannot be reopened")
         if self.status is EngineStatus.UNOPENED:
+            if self.journal is not None:
+                self.rebuilt_records = rebuild(self, self.journal)
+                self._ledger_changes = self.ledger.changes
             self._task = asyncio.get_running_loop().create_task(self.scheduler.run())
             self.status = EngineStatus.OPEN
+            if self.cycle_interval is not None:
+                self._cycle_task = asyncio.get_running_loop().create_task(self._cycle_timer())
         return self
+
+    async def _cycle_timer(self) -> None:
+        """Begin a cycle every ``cycle_interval`` seconds (real time) while open."""
+        assert self.cycle_interval is not None
+        while self.status is EngineStatus.OPEN:
+            await asyncio.sleep(self.cycle_interval)
+            if self.status is not EngineStatus.OPEN:
+                return
+            with contextlib.suppress(ForgeError):
+                await self.begin_cycle()
 
     async def close(self) -> None:
         """Kill every live sandbox (``killed_by`` is the engine), stop, release storage.  Idempotent."""
         if self.status is EngineStatus.CLOSED:
             return
-        for sandbox in list(self._sandboxes.values()):
-            if sandbox.state.is_live and sandbox.machine is not None:
-                self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
+        if self.journal is not None and self.status is EngineStatus.OPEN:
+            # a durable engine leaves its sandboxes to the next start: snapshot, don't kill
+            async with self._exec_lock:
+                self._snapshot_now()
+            for sandbox in self._sandboxes.values():
+                for waiter in sandbox.waiters:
+                    waiter.cancel()
+            for service in self._services.values():
+                for call in [service.current, *service.queue]:
+                    if call is not None and call.future is not None:
+                        call.future.cancel()
+        else:
+            for sandbox in list(self._sandboxes.values()):
+                if sandbox.state.is_live and sandbox.machine is not None:
+                    self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
         self.status = EngineStatus.CLOSED
+        if self._cycle_task is not None:
+            self._cycle_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cycle_task
+            self._cycle_task = None
         self.scheduler.stop()
         if self._task is not None:
             await self._task
@@ -235,7 +328,10 @@ class Engine:
     def new_envelope_id(self) -> Hash256:
         """A fresh id for an envelope the engine sends."""
         self._envelope_counter += 1
-        return Hash256.of(_ENVELOPE_DOMAIN + self._secret + self._envelope_counter.to_bytes(8, "big"))
+        epoch = self._epoch.to_bytes(8, "big") if self._epoch else b""
+        return Hash256.of(
+            _ENVELOPE_DOMAIN + self._secret + epoch + self._envelope_counter.to_bytes(8, "big")
+        )
 
     # ------------------------------------------------------------------ lookup and access
 
@@ -266,6 +362,13 @@ class Engine:
         if requester != sandbox.owner:
             raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may grant access")
         sandbox.access[agent] = sandbox.access.get(agent, frozenset()) | frozenset(operations)
+        self._log(
+            "grant",
+            id=sandbox.id.raw,
+            agent=agent.raw,
+            operations=sorted(op.value for op in sandbox.access[agent]),
+        )
+        self._commit()
 
     async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
         """Take back every grant ``agent`` holds on the sandbox; only its owner may."""
@@ -273,6 +376,8 @@ class Engine:
         if requester != sandbox.owner:
             raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may revoke access")
         sandbox.access.pop(agent, None)
+        self._log("revoke", id=sandbox.id.raw, agent=agent.raw)
+        self._commit()
 
     # ------------------------------------------------------------------ creating
 
@@ -308,6 +413,8 @@ class Engine:
         refused = sorted(set(request.grants) - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
         if refused:
             raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
+        if self.trust is not None:
+            self.trust.check_runnable(request.code)  # re-checked at every creation
         program = self.programs.load(request.code)
         if program.imports:
             names = ", ".join(name.decode("utf-8", "replace") for name in program.imports)
@@ -336,6 +443,7 @@ class Engine:
                 self.ledger.refund_creation(charge)
             raise
         sandbox.state = SandboxState.READY
+        self._log("create", **create_record(sandbox, self._sandbox_counter))
         self._emit(
             EventKind.SANDBOX_CREATED,
             sandbox,
@@ -346,6 +454,7 @@ class Engine:
             tick_budget=request.tick_budget,
             persistent=request.persistent,
         )
+        self._commit()
         return sandbox.id
 
     def _count_live(self, sandbox: Sandbox, delta: int) -> None:
@@ -410,6 +519,8 @@ class Engine:
     ) -> None:
         self._require_open()
         sandbox = self._authorized(sandbox_id, requester, Operation.EXEC)
+        if sandbox.service is not None:
+            raise InvalidState(sandbox.state, "exec_start (the sandbox runs a service)")
         runnable = (SandboxState.READY, SandboxState.RUNNING, SandboxState.BLOCKED)
         if sandbox.scheduled or sandbox.state not in runnable:
             operation = "exec_start (already executing)" if sandbox.scheduled else "exec_start"
@@ -422,20 +533,23 @@ class Engine:
             sandbox.request.deadline if sandbox.request.deadline is not None else self.limits.deadline
         )
         self.scheduler.watch_deadline(sandbox)
+        self._log("start", id=sandbox.id.raw, deadline=True)
         if sandbox.state is not SandboxState.BLOCKED:
             sandbox.state = SandboxState.RUNNING
             self.scheduler.enqueue(sandbox)
+        self._commit()
 
-    def _begin(self, sandbox: Sandbox) -> None:
+    def _begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
         """The first start of execution: reserve the tick budget, announce the start."""
         if sandbox.started:
             return
-        if self.accounting:
+        if self.accounting and reserve:
             self.ledger.reserve_ticks(
                 sandbox.owner, sandbox.request.tick_budget, f"the tick budget of sandbox {sandbox.id}"
             )
             sandbox.reserved_ticks = sandbox.request.tick_budget
         sandbox.started = True
+        self._log("begin", id=sandbox.id.raw, reserved=sandbox.reserved_ticks)
         self._emit(EventKind.SANDBOX_STARTED, sandbox, sandbox_id=sandbox.id, owner=sandbox.owner)
 
     async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
@@ -446,16 +560,19 @@ class Engine:
         """
         self._require_open()
         sandbox = self._authorized(sandbox_id, requester, Operation.EXEC)
-        if sandbox.scheduled:
+        if sandbox.scheduled or sandbox.service is not None:
             raise InvalidState(sandbox.state, "step (the scheduler is executing it)")
         if sandbox.state not in (SandboxState.READY, SandboxState.RUNNING):
             raise InvalidState(sandbox.state, "step")
         machine = sandbox.machine
         assert machine is not None
-        self._begin(sandbox)
-        sandbox.state = SandboxState.RUNNING
-        machine.step()
-        await self._after_execution(sandbox, machine)
+        async with self._exec_lock:
+            self._begin(sandbox)
+            sandbox.state = SandboxState.RUNNING
+            self._log("step", id=sandbox.id.raw, ticks=machine.ticks_used)
+            machine.step()
+            await self._after_execution(sandbox, machine)
+            self._commit()
         return sandbox.state
 
     async def run_slice(self, sandbox: Sandbox) -> None:
@@ -468,31 +585,41 @@ class Engine:
         machine = sandbox.machine
         if machine is None:
             return
-        try:
-            self._run_machine(machine, self.limits.slice_ticks)
-            sandbox.slices += 1
-            await self._after_execution(sandbox, machine)
-        except Exception as error:
-            machine.stderr += f"\nkforge engine: execution failed: {error!r}\n".encode()
-            if sandbox.state.is_live:
-                self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
-            return
+        async with self._exec_lock:
+            try:
+                self._run_machine(machine, self.limits.slice_ticks)
+                sandbox.slices += 1
+                await self._after_execution(sandbox, machine)
+            except Exception as error:
+                machine.stderr += f"\nkforge engine: execution failed: {error!r}\n".encode()
+                if sandbox.state.is_live:
+                    self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
+                self._commit()
+                return
+            self._commit()
+            journal = self.journal
+            if journal is not None and journal.since_snapshot >= self.snapshot_every:
+                self._snapshot_now()
         if self.on_slice is not None:
             with contextlib.suppress(Exception):
                 self.on_slice(sandbox.id, sandbox.state, machine.ticks_used)
 
     async def _after_execution(self, sandbox: Sandbox, machine: Machine) -> None:
         """Answer the host calls the sandbox made, then settle its state."""
+        service: ServiceRecord | None = sandbox.service
         for channel, data in machine.take_outbound():
             if sandbox.state.is_final:  # killed while an adapter was awaited
                 break
+            if service is not None and channel in service.channels:
+                self._service_output(service, channel, data, machine)
+                continue
             request = HostRequest(
                 sandbox.id, sandbox.owner, channel, data, machine.ticks_used, machine.message_limit
             )
             reply = await self.host.call(request, machine.grants)
             delivered = False
             if sandbox.state.is_live and not machine.state.is_final:
-                machine.deliver(channel, reply.frame)
+                self._deliver_machine(sandbox, channel, reply.frame, (data, int(reply.status)))
                 delivered = True
             sandbox.io_log.append(
                 HostCall(machine.ticks_used, channel, data, reply.frame, reply.status, delivered)
@@ -517,11 +644,14 @@ class Engine:
             sandbox.state = SandboxState.RUNNING
             if sandbox.scheduled:
                 self.scheduler.enqueue(sandbox)
+        if service is not None:
+            self._pump(service)
 
     def deadline_passed(self, sandbox: Sandbox) -> None:
         """The scheduler's call when an execution outlives its wall-clock deadline."""
         if sandbox.state.is_live and sandbox.machine is not None:
             self._finalize(sandbox, SandboxState.DEADLINE_EXCEEDED)
+            self._commit()
 
     def expire_deadlines(self) -> list[Hash256]:
         """End every execution whose deadline has passed now; returns their ids.
@@ -553,7 +683,27 @@ class Engine:
             )
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "deliver")
-        sandbox.machine.deliver(channel, bytes(data))
+        self._deliver_machine(sandbox, channel, bytes(data))
+        self._commit()
+
+    def _deliver_machine(
+        self, sandbox: Sandbox, channel: int, data: bytes, call: tuple[bytes, int] | None = None
+    ) -> None:
+        """Deliver to the sandbox's machine (logged for the durable engine) and wake it.
+
+        ``call`` is the (request, status) of a host call whose reply this is.
+        """
+        machine = sandbox.machine
+        assert machine is not None
+        machine.deliver(channel, data)
+        self._log(
+            "deliver",
+            id=sandbox.id.raw,
+            ticks=machine.ticks_used,
+            channel=channel,
+            data=data,
+            call=list(call) if call is not None else None,
+        )
         self._wake(sandbox)
 
     def _wake(self, sandbox: Sandbox) -> None:
@@ -574,12 +724,17 @@ class Engine:
             raise HostError(Status.NOT_FOUND, f"no live sandbox {target}")
         if Channel.INTER_SANDBOX not in sandbox.machine.grants:
             raise HostError(Status.DENIED, f"sandbox {target} was not granted channel 7")
+        if sandbox.service is not None and Channel.INTER_SANDBOX in sandbox.service.channels:
+            raise HostError(
+                Status.DENIED, f"channel 7 of sandbox {target} is a service endpoint: use CALL"
+            )
         if sender_owner != sandbox.owner and sender_owner not in sandbox.request.accept_from:
             raise HostError(
                 Status.DENIED, f"sandbox {target} does not accept messages from owner {sender_owner}"
             )
-        sandbox.machine.deliver(Channel.INTER_SANDBOX, incoming_frame(sender, sender_owner, data))
-        self._wake(sandbox)
+        self._deliver_machine(
+            sandbox, Channel.INTER_SANDBOX, incoming_frame(sender, sender_owner, data)
+        )
 
     # ------------------------------------------------------------------ stopping
 
@@ -590,6 +745,7 @@ class Engine:
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "kill")
         self._finalize(sandbox, SandboxState.KILLED, killed_by=requester)
+        self._commit()
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
         """Drop the record of a stopped sandbox (its id becomes unknown); the owner only."""
@@ -598,7 +754,8 @@ class Engine:
             raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may forget it")
         if sandbox.state.is_live:
             raise InvalidState(sandbox.state, "forget")
-        del self._sandboxes[sandbox_id]
+        self._drop(sandbox)
+        self._commit()
 
     def _finalize(
         self, sandbox: Sandbox, state: SandboxState, *, killed_by: AgentId | None = None
@@ -613,8 +770,18 @@ class Engine:
         output = bytes(machine.stdout)
         result = ExecResult(sandbox.id, state, machine.ticks_used, output, fault, detail)
         sandbox.result = result
+        ticks_at_stop = machine.ticks_used
+        self._log(
+            "final",
+            id=sandbox.id.raw,
+            state=state.value,
+            ticks=ticks_at_stop,
+            killed_by=killed_by.raw if killed_by is not None else None,
+        )
         sandbox.freeze()
         self._count_live(sandbox, -1)
+        if sandbox.service is not None:
+            self._service_stopped(sandbox.service, result, ticks_at_stop)
         if sandbox.reserved_ticks:
             self.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, result.ticks_used)
             sandbox.reserved_ticks = 0
@@ -649,17 +816,30 @@ class Engine:
 
     # ------------------------------------------------------------------ cycles
 
+    @property
+    def cycle(self) -> int:
+        """The current cycle number (kept by the ledger)."""
+        return self.ledger.cycle
+
     async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
         """Start the next cycle; returns its number.
 
         Sandboxes that are not persistent do not survive a cycle: live ones are
         killed by the engine and stopped ones forgotten.  Each live persistent
-        sandbox costs its owner 10 Spark (with accounting on); one whose owner
-        is short is killed by the engine.  Then the ledger starts the cycle
-        (spent ticks back to 0, ``allowances`` replacing those given).
+        sandbox that is not a service costs its owner 10 Spark (with accounting
+        on); one whose owner is short is killed by the engine.  The ticks the
+        services used in the ending cycle are spent from their owners'
+        allowances; then the ledger starts the cycle (spent ticks back to 0,
+        ``allowances`` replacing those given), CYCLE_STARTED is published, and
+        every service is funded for the new cycle (its tick budget refilled to
+        its allocation) or suspended (see :meth:`fund_service`).
         """
         self._require_open()
+        for service in self._services.values():
+            self._settle_service(service)
         for sandbox in list(self._sandboxes.values()):
+            if sandbox.service is not None:
+                continue
             if sandbox.request.persistent:
                 if sandbox.state.is_live and sandbox.machine is not None and self.accounting:
                     try:
@@ -673,8 +853,428 @@ class Engine:
                 continue
             if sandbox.state.is_live and sandbox.machine is not None:
                 self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
-            del self._sandboxes[sandbox.id]
-        return self.ledger.begin_cycle(allowances)
+            self._drop(sandbox)
+        cycle = self.ledger.begin_cycle(allowances)
+        self.bus.publish(ExtensionEventKind.CYCLE_STARTED, {"cycle": cycle})
+        for service in list(self._services.values()):
+            if service.state is not ServiceState.FAILED:
+                self._fund(service, cycle, automatic=True)
+        self._commit()
+        return cycle
+
+    def _drop(self, sandbox: Sandbox) -> None:
+        del self._sandboxes[sandbox.id]
+        self._log("forget", id=sandbox.id.raw)
+
+    # ------------------------------------------------------------------ services
+
+    def _new_service_id(self) -> Hash256:
+        self._service_counter += 1
+        return Hash256.of(_SERVICE_DOMAIN + self._secret + self._service_counter.to_bytes(8, "big"))
+
+    def _get_service(self, service_id: Hash256) -> ServiceRecord:
+        service = self._services.get(service_id) if isinstance(service_id, Hash256) else None
+        if service is None:
+            raise ServiceNotFound(service_id)
+        return service
+
+    async def create_service(self, service: Service) -> Hash256:
+        """Turn a live persistent sandbox into a service (seed §3.11); returns the service id.
+
+        Only the sandbox's owner may (``service.owner`` must be it).  Each
+        endpoint names a distinct channel among 3..7 that the sandbox was
+        granted.  The first cycle is paid at once (with accounting on: 10 Spark
+        and the allocation reserved from the owner's ticks; ``InsufficientResources``
+        otherwise, and nothing is created).  The sandbox's tick budget becomes
+        its ticks used plus ``service.tick_budget``; it is started if READY and
+        runs under the scheduler with no wall-clock deadline from now on.
+        """
+        self._require_open()
+        if not isinstance(service, Service):
+            raise InvalidRequest("service", f"expected a Service, got {type(service).__name__}")
+        _check_service(service, self.limits.max_tick_budget)
+        sandbox = self._get(service.sandbox)
+        if service.owner != sandbox.owner:
+            raise PermissionDenied(
+                f"agent {service.owner} is not the owner of sandbox {sandbox.id}: "
+                "only the owner may make it a service"
+            )
+        if not sandbox.request.persistent:
+            raise InvalidRequest("sandbox", f"sandbox {sandbox.id} is not persistent")
+        if sandbox.service is not None:
+            raise InvalidState(sandbox.state, "create_service (the sandbox is already a service)")
+        machine = sandbox.machine
+        if sandbox.state.is_final or machine is None:
+            raise InvalidState(sandbox.state, "create_service")
+        for index, endpoint in enumerate(service.endpoints):
+            if endpoint.channel not in machine.grants:
+                raise PermissionDenied(
+                    f"endpoint {endpoint.name!r} (endpoints[{index}]) uses channel "
+                    f"{endpoint.channel}, which sandbox {sandbox.id} was not granted"
+                )
+        if service.id is not None and service.id in self._services:
+            raise InvalidRequest("id", f"service id {service.id} is already in use")
+        service_id = service.id if service.id is not None else self._new_service_id()
+        record = ServiceRecord(
+            service_id,
+            service.owner,
+            sandbox,
+            bytes(service.name),
+            service.tick_budget,
+            service.auto_fund,
+            tuple(service.endpoints),
+        )
+        cycle = self.ledger.cycle
+        shortfall = self._pay_cycle(record, cycle)
+        if shortfall is not None:
+            raise shortfall
+        if sandbox.reserved_ticks:  # an execution started before: its ticks so far are spent
+            self.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, machine.ticks_used)
+            sandbox.reserved_ticks = 0
+        self._services[service_id] = record
+        sandbox.service = record
+        self._log(
+            "service",
+            id=service_id.raw,
+            counter=self._service_counter,
+            sandbox=sandbox.id.raw,
+            name=record.name,
+            tick_budget=record.tick_budget,
+            auto_fund=record.auto_fund,
+            endpoints=[[e.name, e.channel, e.schema] for e in record.endpoints],
+        )
+        self._grant_allocation(record, cycle)
+        self._begin(sandbox, reserve=False)
+        sandbox.scheduled = True
+        sandbox.deadline_at = None
+        self._log("start", id=sandbox.id.raw, deadline=False)
+        if sandbox.state in (SandboxState.READY, SandboxState.RUNNING):
+            sandbox.state = SandboxState.RUNNING
+            self.scheduler.enqueue(sandbox)
+        self.bus.publish(
+            EventKind.SERVICE_CREATED,
+            {
+                "service_id": service_id,
+                "owner": record.owner,
+                "name": record.name,
+                "endpoints": [
+                    {"name": e.name, "channel": e.channel, "schema": e.schema}
+                    for e in record.endpoints
+                ],
+            },
+            sandbox_id=sandbox.id,
+            owner=record.owner,
+        )
+        self._pump(record)
+        self._commit()
+        return service_id
+
+    async def service_info(self, service_id: Hash256) -> ServiceInfo:
+        """A service's standing (services are public: anyone may ask)."""
+        return self._get_service(service_id).info()
+
+    async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]:
+        """Every service (of ``owner``, when given), oldest first."""
+        return [s.info() for s in self._services.values() if owner is None or s.owner == owner]
+
+    async def call_service(
+        self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
+    ) -> ServiceResult:
+        """Call a service's endpoint and wait for its answer.
+
+        Calls to one service are answered one at a time in the order they were
+        made.  Raises ``ServiceNotFound``, ``InvalidRequest`` (no such endpoint,
+        data over the message limit), ``InvalidState`` (the service has
+        stopped) at once, and ``ServiceCallFailed`` when the service's sandbox
+        stops before answering (e.g. ``OUT_OF_TICKS`` inside the call).
+        """
+        self._require_open()
+        future: asyncio.Future[ServiceResult] = asyncio.get_running_loop().create_future()
+        self._queue_call(service_id, endpoint, data, caller, future=future)
+        self._commit()
+        return await future
+
+    def _queue_call(
+        self,
+        service_id: Hash256,
+        endpoint: bytes,
+        data: bytes,
+        caller: AgentId,
+        *,
+        caller_sandbox: Hash256 | None = None,
+        notify: tuple[AgentId, Hash256] | None = None,
+        future: asyncio.Future[ServiceResult] | None = None,
+    ) -> ServiceCall:
+        service = self._get_service(service_id)
+        if service.state is ServiceState.FAILED:
+            raise InvalidState(service.sandbox.state, "call_service (the service has stopped)")
+        if not isinstance(endpoint, bytes | bytearray):
+            raise InvalidRequest("endpoint", f"expected bytes, got {type(endpoint).__name__}")
+        found = service.endpoint(bytes(endpoint))
+        if found is None:
+            names = ", ".join(repr(e.name) for e in service.endpoints)
+            raise InvalidRequest(
+                "endpoint", f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})"
+            )
+        if not isinstance(data, bytes | bytearray):
+            raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
+        if len(data) > self.limits.message_limit:
+            raise InvalidRequest(
+                "data", f"{len(data)} bytes is over the message limit of {self.limits.message_limit}"
+            )
+        self._call_counter += 1
+        call = ServiceCall(
+            self._call_counter, service.id, found, bytes(data), caller, caller_sandbox, notify, future
+        )
+        service.queue.append(call)
+        self._log(
+            "call",
+            service=service.id.raw,
+            number=call.number,
+            endpoint=found.name,
+            data=call.data,
+            caller=caller.raw,
+            caller_sandbox=caller_sandbox.raw if caller_sandbox is not None else None,
+            notify=[notify[0].raw, notify[1].raw] if notify is not None else None,
+        )
+        self._pump(service)
+        return call
+
+    def call_service_from_sandbox(
+        self, sender: Hash256, sender_owner: AgentId, service_id: Hash256, endpoint: bytes, data: bytes
+    ) -> int:
+        """Channel 7 ``CALL``: queue the call; the answer returns to ``sender`` on channel 7."""
+        try:
+            call = self._queue_call(
+                service_id, endpoint, data, sender_owner, caller_sandbox=sender
+            )
+        except ServiceNotFound:
+            raise HostError(Status.NOT_FOUND, f"no service {service_id}") from None
+        except InvalidState as error:
+            raise HostError(Status.UNAVAILABLE, str(error)) from None
+        except InvalidRequest as error:
+            status = Status.NOT_FOUND if error.field == "endpoint" else Status.TOO_LARGE
+            raise HostError(status, error.reason) from None
+        return call.number
+
+    def _pump(self, service: ServiceRecord) -> None:
+        """Deliver the next queued call when the service is funded, idle and started."""
+        if service.state is not ServiceState.ACTIVE or service.current is not None or not service.queue:
+            return
+        sandbox = service.sandbox
+        machine = sandbox.machine
+        if machine is None or sandbox.state.is_final:
+            return
+        if machine.state not in (MachineState.RUNNING, MachineState.BLOCKED):
+            return  # READY: its first slice runs the service's start-up before any call
+        call = service.queue.popleft()
+        service.current = call
+        call.ticks_at_delivery = machine.ticks_used
+        self._log(
+            "call_started", service=service.id.raw, number=call.number, ticks=machine.ticks_used
+        )
+        self.bus.publish(
+            EventKind.SERVICE_CALLED,
+            {"service_id": service.id, "endpoint": call.endpoint.name, "caller": call.caller},
+            sandbox_id=sandbox.id,
+            owner=service.owner,
+        )
+        self._deliver_machine(sandbox, call.endpoint.channel, call.data)
+
+    def _service_output(
+        self, service: ServiceRecord, channel: int, data: bytes, machine: Machine
+    ) -> None:
+        """A message the service sent on an endpoint channel: the current call's reply, or dropped."""
+        call = service.current
+        if call is None or call.endpoint.channel != channel:
+            service.sandbox.io_log.append(
+                HostCall(machine.ticks_used, channel, data, b"", Status.DENIED, False)
+            )
+            return
+        service.current = None
+        service.calls_completed += 1
+        result = ServiceResult(
+            service.id, call.endpoint.name, data, machine.ticks_used - call.ticks_at_delivery
+        )
+        self._log("call_done", service=service.id.raw, number=call.number)
+        self.bus.publish(
+            EventKind.SERVICE_COMPLETED,
+            {"service_id": service.id, "endpoint": result.endpoint, "ticks_used": result.ticks_used},
+            sandbox_id=service.sandbox.id,
+            owner=service.owner,
+        )
+        self._answer(call, result, None)
+
+    def _answer(
+        self, call: ServiceCall, result: ServiceResult | None, error: ServiceCallFailed | None
+    ) -> None:
+        """Send a call's outcome where it is awaited: the API caller, the mailbox, a sandbox."""
+        if call.future is not None and not call.future.done():
+            if result is not None:
+                call.future.set_result(result)
+            else:
+                assert error is not None
+                call.future.set_exception(error)
+        if call.notify is not None:
+            recipient, reply_to = call.notify
+            if result is not None:
+                envelope = self._dispatcher.service_result_envelope(result, reply_to)
+            else:
+                assert error is not None
+                envelope = self._dispatcher.error_reply(error, reply_to)
+            self.mailbox.post(recipient, envelope)
+        if call.caller_sandbox is not None:
+            caller = self._sandboxes.get(call.caller_sandbox)
+            machine = caller.machine if caller is not None else None
+            if caller is None or machine is None or caller.state.is_final:
+                return
+            if result is not None:
+                status, ticks, body = Status.OK, result.ticks_used, result.data
+            else:
+                assert error is not None
+                status, ticks, body = Status.UNAVAILABLE, error.ticks_used, str(error).encode()
+            room = machine.message_limit - len(service_answer_frame(call.service_id, 0, status, 0, b""))
+            if len(body) > room:
+                status, body = Status.TOO_LARGE, b"the service's answer exceeds the message limit"
+            frame = service_answer_frame(call.service_id, call.number, status, ticks, body[:room])
+            if Channel.INTER_SANDBOX in machine.grants:
+                self._deliver_machine(caller, Channel.INTER_SANDBOX, frame)
+
+    def _service_stopped(self, service: ServiceRecord, result: ExecResult, ticks: int) -> None:
+        """The service's sandbox stopped: the service fails, and so do its calls."""
+        if service.reserved_ticks:
+            used = max(0, ticks - service.cycle_start_ticks)
+            self.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
+            service.reserved_ticks = 0
+        service.state = ServiceState.FAILED
+        fault = result.fault.name if result.fault is not None else None
+        if fault == "OUT_OF_TICKS":
+            reason = (
+                f"the service ran out of ticks: its allocation of {service.tick_budget} ticks "
+                f"for cycle {service.funded_cycle} is spent (OUT_OF_TICKS); the service has stopped"
+            )
+        else:
+            reason = f"the service's sandbox stopped ({result.state.value}" + (
+                f", {fault})" if fault else ")"
+            )
+        current = service.current
+        calls = ([current] if current is not None else []) + list(service.queue)
+        service.current = None
+        service.queue.clear()
+        for call in calls:
+            used = ticks - call.ticks_at_delivery if call is current else 0
+            error = ServiceCallFailed(
+                service.id,
+                call.endpoint.name,
+                reason,
+                state=result.state.value,
+                fault=fault,
+                ticks_used=max(0, used),
+            )
+            self._answer(call, None, error)
+
+    async def fund_service(self, service_id: Hash256, requester: AgentId) -> None:
+        """Pay the current cycle of a service and resume it if it was suspended.
+
+        The owner only (``PermissionDenied``); a stopped service is
+        ``InvalidState``; a short owner ``InsufficientResources``.  A service
+        already paid for this cycle is left as it is.
+        """
+        self._require_open()
+        service = self._get_service(service_id)
+        if requester != service.owner:
+            raise PermissionDenied(f"only the owner of service {service_id} may fund it")
+        if service.state is ServiceState.FAILED:
+            raise InvalidState(service.sandbox.state, "fund_service (the service has stopped)")
+        cycle = self.ledger.cycle
+        if service.state is ServiceState.ACTIVE and service.funded_cycle == cycle:
+            return
+        shortfall = self._pay_cycle(service, cycle)
+        if shortfall is not None:
+            raise shortfall
+        self._grant_allocation(service, cycle)
+        self._commit()
+
+    def _fund(self, service: ServiceRecord, cycle: int, *, automatic: bool) -> None:
+        """At a cycle start: pay and refill the service, or suspend it."""
+        if automatic and self.accounting and not service.auto_fund:
+            self._suspend(service, cycle, "not auto-funded: the owner pays each cycle (fund_service)")
+            return
+        shortfall = self._pay_cycle(service, cycle)
+        if shortfall is not None:
+            self._suspend(service, cycle, str(shortfall))
+            return
+        self._grant_allocation(service, cycle)
+
+    def _pay_cycle(self, service: ServiceRecord, cycle: int) -> InsufficientResources | None:
+        """Charge one cycle (accounting on): 10 Spark, and the allocation reserved from the ticks."""
+        if not self.accounting:
+            return None
+        account = self.ledger.account(service.owner)
+        purpose = f"cycle {cycle} of service {service.id}"
+        if account.spark < PERSISTENT_SPARK_PER_CYCLE:
+            return InsufficientResources(
+                service.owner, "Spark", PERSISTENT_SPARK_PER_CYCLE, account.spark, purpose
+            )
+        if account.ticks_available < service.tick_budget:
+            return InsufficientResources(
+                service.owner, "ticks", service.tick_budget, account.ticks_available, purpose
+            )
+        self.ledger.charge_spark(service.owner, PERSISTENT_SPARK_PER_CYCLE, purpose)
+        self.ledger.reserve_ticks(service.owner, service.tick_budget, purpose)
+        service.reserved_ticks = service.tick_budget
+        return None
+
+    def _grant_allocation(self, service: ServiceRecord, cycle: int) -> None:
+        """Refill the machine's budget to one allocation and let the service run."""
+        sandbox = service.sandbox
+        machine = sandbox.machine
+        assert machine is not None
+        service.funded_cycle = cycle
+        service.cycle_start_ticks = machine.ticks_used
+        machine.tick_budget = machine.ticks_used + service.tick_budget
+        self._log(
+            "budget",
+            id=sandbox.id.raw,
+            ticks=machine.ticks_used,
+            budget=machine.tick_budget,
+            cycle=cycle,
+            reserved=service.reserved_ticks,
+        )
+        if service.state is ServiceState.SUSPENDED:
+            service.state = ServiceState.ACTIVE
+            sandbox.scheduled = True
+            self._log("resume", service=service.id.raw)
+            self.bus.publish(
+                ExtensionEventKind.SERVICE_RESUMED,
+                {"service_id": service.id, "cycle": cycle},
+                sandbox_id=sandbox.id,
+                owner=service.owner,
+            )
+            if sandbox.state is SandboxState.RUNNING:
+                self.scheduler.enqueue(sandbox)
+        self._pump(service)
+
+    def _suspend(self, service: ServiceRecord, cycle: int, reason: str) -> None:
+        if service.state is not ServiceState.ACTIVE:
+            return
+        service.state = ServiceState.SUSPENDED
+        service.sandbox.scheduled = False
+        self._log("suspend", service=service.id.raw)
+        self.bus.publish(
+            ExtensionEventKind.SERVICE_SUSPENDED,
+            {"service_id": service.id, "cycle": cycle, "reason": reason},
+            sandbox_id=service.sandbox.id,
+            owner=service.owner,
+        )
+
+    def _settle_service(self, service: ServiceRecord) -> None:
+        """At a cycle's end: the ticks the service used are spent, the rest released."""
+        if service.reserved_ticks:
+            used = max(0, service.sandbox.ticks_used - service.cycle_start_ticks)
+            self.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
+            service.reserved_ticks = 0
+            self._log("settle", service=service.id.raw)
 
     # ------------------------------------------------------------------ linking and proofs
 
@@ -700,6 +1300,7 @@ class Engine:
             {"original": program_id, "resolved": resolved, "import_count": len(imports)},
             owner=requester,
         )
+        self._commit()
         return resolved
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
@@ -743,6 +1344,7 @@ class Engine:
             sandbox_id=job.sandbox.id,
             owner=job.sandbox.owner,
         )
+        self._commit()
         return proof
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -767,5 +1369,81 @@ class Engine:
 
     # ------------------------------------------------------------------ events
 
-    def _emit(self, kind: EventKind, sandbox: Sandbox, **payload: Any) -> None:
+    def _emit(self, kind: AnyEventKind, sandbox: Sandbox, **payload: Any) -> None:
         self.bus.publish(kind, payload, sandbox_id=sandbox.id, owner=sandbox.owner)
+
+    # ------------------------------------------------------------------ durability hooks
+
+    def _log(self, kind: str, **fields: Any) -> None:
+        """Record a change for the durable log (a no-op for an engine that is not durable)."""
+        if self.journal is not None:
+            self.journal.append(kind, fields)
+
+    def _commit(self) -> None:
+        """Make the recorded changes durable before acknowledging (no-op when not durable).
+
+        The ledger's accounts are logged whole whenever the ledger was written.
+        """
+        journal = self.journal
+        if journal is None:
+            return
+        changes = self.ledger.changes
+        if changes != self._ledger_changes:
+            self._ledger_changes = changes
+            journal.append("accounts", accounts_record(self))
+        journal.commit()
+
+    def _snapshot_now(self) -> int:
+        """Commit, then store a snapshot of everything (between slices only); its log seq."""
+        journal = self.journal
+        assert journal is not None
+        self._commit()
+        journal.save_snapshot(take_snapshot(self))
+        return journal.last_seq
+
+    async def snapshot(self) -> int:
+        """Store a snapshot now (durable engines); returns the last log row it includes."""
+        if self.journal is None:
+            raise Internal("the engine is not durable: there is nothing to snapshot to")
+        self._require_open()
+        async with self._exec_lock:
+            return self._snapshot_now()
+
+
+def _check_service(service: Service, max_tick_budget: int) -> None:
+    """Type and range checks of a ``Service`` request (``InvalidRequest`` naming the field)."""
+    if not isinstance(service.owner, AgentId):
+        raise InvalidRequest("owner", "expected an AgentId")
+    if not isinstance(service.sandbox, Hash256):
+        raise InvalidRequest("sandbox", "expected a Hash256")
+    if service.id is not None and not isinstance(service.id, Hash256):
+        raise InvalidRequest("id", "expected a Hash256 or None")
+    if not isinstance(service.name, bytes | bytearray) or not 1 <= len(service.name) <= MAX_SERVICE_NAME:
+        raise InvalidRequest("name", f"expected 1..{MAX_SERVICE_NAME} bytes")
+    budget = service.tick_budget
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= max_tick_budget:
+        raise InvalidRequest("tick_budget", f"expected a per-cycle allocation in 1..{max_tick_budget}")
+    if not isinstance(service.auto_fund, bool):
+        raise InvalidRequest("auto_fund", "expected a boolean")
+    endpoints = tuple(service.endpoints)
+    if not endpoints:
+        raise InvalidRequest("endpoints", "a service needs at least one endpoint")
+    names: set[bytes] = set()
+    channels: set[int] = set()
+    for index, endpoint in enumerate(endpoints):
+        path = f"endpoints[{index}]"
+        if not isinstance(endpoint, Endpoint):
+            raise InvalidRequest(path, "expected an Endpoint")
+        if not isinstance(endpoint.name, bytes | bytearray) or not 1 <= len(endpoint.name) <= 255:
+            raise InvalidRequest(f"{path}.name", "expected 1..255 bytes")
+        if endpoint.name in names:
+            raise InvalidRequest(f"{path}.name", f"endpoint {endpoint.name!r} is named twice")
+        if not isinstance(endpoint.schema, bytes | bytearray):
+            raise InvalidRequest(f"{path}.schema", "expected bytes")
+        channel = endpoint.channel
+        if isinstance(channel, bool) or not isinstance(channel, int) or channel not in GRANTABLE_CHANNELS:
+            raise InvalidRequest(f"{path}.channel", f"expected one of channels 3..7, got {channel!r}")
+        if channel in channels:
+            raise InvalidRequest(f"{path}.channel", f"channel {channel} serves two endpoints")
+        names.add(bytes(endpoint.name))
+        channels.add(channel)

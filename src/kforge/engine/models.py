@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, Protocol
 
-from kforge.core import AgentId, Hash256
+from kforge.core import AgentId, ErrorCategory, ForgeError, Hash256, KingdomError
 from kforge.isa import CHANNEL_COUNT, FaultCode
 from kforge.machine import DEFAULT_MESSAGE_LIMIT
 from kforge.messages import InvalidRequest
@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_SLICE_TICKS",
     "Clock",
     "CreateSandbox",
+    "Endpoint",
     "EngineLimits",
     "ExecResult",
     "HostCall",
@@ -27,6 +28,11 @@ __all__ = [
     "RandomSource",
     "SandboxInfo",
     "SandboxState",
+    "Service",
+    "ServiceCallFailed",
+    "ServiceInfo",
+    "ServiceResult",
+    "ServiceState",
     "SystemClock",
     "seeded_random",
     "system_random",
@@ -212,6 +218,110 @@ class EngineLimits:
                 raise ValueError(f"{name} must be at least 1")
         if self.deadline <= 0:
             raise ValueError("deadline must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A named entry point of a service (seed §3.11): requests arrive on ``channel``
+    (one of the sandbox's granted channels 3..7) and the reply is the service's
+    next SEND on that same channel.  ``schema`` describes the message format (free text)."""
+
+    name: bytes
+    channel: int
+    schema: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """A request to turn a persistent sandbox into a service (seed §3.11).
+
+    ``tick_budget`` is the allocation the sandbox gets at every cycle;
+    ``auto_fund`` lets the engine pay each cycle from the owner's account
+    (otherwise the owner calls ``fund_service`` each cycle).  ``id`` may be
+    left ``None``: the engine assigns one.
+    """
+
+    owner: AgentId
+    sandbox: Hash256
+    name: bytes
+    tick_budget: int
+    auto_fund: bool = True
+    endpoints: tuple[Endpoint, ...] = ()
+    id: Hash256 | None = None
+
+
+class ServiceState(Enum):
+    """ACTIVE: runs and takes calls; SUSPENDED: unpaid this cycle (calls wait);
+    FAILED: its sandbox stopped (calls are refused)."""
+
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceResult:
+    """The answer to one service call (seed §6.1 ``SERVICE_RESULT``).
+
+    ``ticks_used`` counts the service's ticks from the delivery of the request
+    to its reply.
+    """
+
+    service_id: Hash256
+    endpoint: bytes
+    data: bytes
+    ticks_used: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """A service's standing."""
+
+    id: Hash256
+    owner: AgentId
+    sandbox: Hash256
+    name: bytes
+    tick_budget: int
+    auto_fund: bool
+    endpoints: tuple[Endpoint, ...]
+    state: ServiceState
+    funded_cycle: int
+    calls_queued: int
+    calls_completed: int
+    in_call: bool
+
+
+class ServiceCallFailed(ForgeError):
+    """A service call that got no answer: the service's sandbox stopped before replying.
+
+    ``state`` is the sandbox's final state, ``fault`` the fault name (``OUT_OF_TICKS``
+    when the cycle's allocation ran out inside the call), ``ticks_used`` the
+    ticks the call had used.
+    """
+
+    category = ErrorCategory.CONFLICT
+    code = 0x0507
+
+    def __init__(
+        self, service_id: Hash256, endpoint: bytes, reason: str, *, state: str, fault: str | None,
+        ticks_used: int,
+    ) -> None:
+        super().__init__(f"service {service_id} call to endpoint {endpoint!r} failed: {reason}")
+        self.service_id = service_id
+        self.endpoint = endpoint
+        self.reason = reason
+        self.state = state
+        self.fault = fault
+        self.ticks_used = ticks_used
+
+    def to_kingdom_error(self, context: dict[bytes, bytes] | None = None) -> KingdomError:
+        merged = {
+            b"state": self.state.encode(),
+            b"fault": (self.fault or "").encode(),
+            b"ticks_used": str(self.ticks_used).encode(),
+        }
+        merged.update(context or {})
+        return super().to_kingdom_error(merged)
 
 
 class Clock(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from kforge.core import AgentId, Hash256
 from kforge.engine.models import (
@@ -57,6 +58,7 @@ class Sandbox:
         "reserved_ticks",
         "result",
         "scheduled",
+        "service",
         "slices",
         "started",
         "state",
@@ -81,6 +83,8 @@ class Sandbox:
         self.waiters: list[asyncio.Future[ExecResult]] = []
         self.notify: list[tuple[AgentId, Hash256]] = []
         self.slices = 0
+        #: The service this sandbox runs, if it was made one (``ServiceRecord``).
+        self.service: Any = None
 
     def allows(self, agent: AgentId, operation: Operation) -> bool:
         """Whether ``agent`` may do ``operation``: the owner always, others by grant."""
@@ -106,7 +110,9 @@ class Sandbox:
             owner=self.owner,
             state=self.state,
             ticks_used=ticks_used,
-            ticks_remaining=self.request.tick_budget - ticks_used,
+            ticks_remaining=max(
+                0, (machine.tick_budget if machine is not None else self.request.tick_budget) - ticks_used
+            ),
             memory_used=used,
             memory_quota=self.request.memory_quota,
             persistent=self.request.persistent,
