@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kforge import link_cli, proofs_cli, registry_cli
+from kforge import link_cli, proofs_cli, registry_cli, server_cli
 from kforge.asm import assemble
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
@@ -129,6 +129,7 @@ def _build_parser() -> _Parser:
     proofs_cli.add_commands(commands)
     link_cli.add_commands(commands)
     registry_cli.add_commands(commands)
+    server_cli.add_commands(commands)
     return parser
 
 

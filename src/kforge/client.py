@@ -1,0 +1,472 @@
+"""``kforge.client``: the kforge server, shaped like the in-process :class:`kforge.engine.Engine`.
+
+    async with Client("http://127.0.0.1:8470", AgentKey.generate()) as engine:
+        code = await engine.put_program(assemble(SOURCE))
+        sandbox = await engine.create_sandbox(CreateSandbox(engine.agent_id, code, 65536, 10_000))
+        await engine.exec_start(sandbox)
+        result = await engine.wait(sandbox)
+
+Every request is signed with the agent's ed25519 key; by default the client
+trades one signed request for a bearer token (``POST /v1/session``) and
+renews it before it expires (``use_token=False`` signs every request).
+Bodies travel as msgpack.  The ``requester`` arguments of the engine's
+methods are accepted for the same shape, but a client acts as one agent only:
+any other requester is refused locally with ``PermissionDenied``.
+
+Server refusals raise :class:`RemoteError` subclasses that are also the
+engine's own error classes (``SandboxNotFound``, ``InvalidState``,
+``PermissionDenied``, ``InvalidRequest``, ``TooManySandboxes``), so code
+written against the engine catches them unchanged; a timed-out ``wait``
+raises ``TimeoutError`` as the engine does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, ClassVar
+from urllib.parse import urlencode
+
+import httpx
+
+from kforge.core import (
+    AgentId,
+    ErrorCategory,
+    EventKind,
+    ForgeError,
+    Hash256,
+    InvalidState,
+    PermissionDenied,
+    SandboxNotFound,
+    TooManySandboxes,
+)
+from kforge.engine import (
+    CreateSandbox,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxInfo,
+    SandboxState,
+)
+from kforge.events import Event, Gap
+from kforge.isa import FaultCode
+from kforge.link import Import
+from kforge.messages import Envelope, InvalidRequest, pack, unpack
+from kforge.program import ForgeProgram
+from kforge.proofs import ExecutionProof
+from kforge.replay import RunRecord
+from kforge.server.signing import AgentKey
+
+__all__ = ["AuthenticationFailed", "Client", "RemoteError"]
+
+_MSGPACK = "application/msgpack"
+_MAX_POLL = 60.0
+
+
+class RemoteError(ForgeError):
+    """A refusal from the server: ``status`` (HTTP), ``category``, ``code``, ``context``."""
+
+    category: ClassVar[ErrorCategory] = ErrorCategory.INTERNAL
+
+    def __init__(
+        self, status: int, code: int, category: str, message: str, context: Mapping[str, str]
+    ) -> None:
+        Exception.__init__(self, message)
+        self.status = status
+        self.remote_code = code
+        self.remote_category = category
+        self.context = dict(context)
+        self.reason = message
+
+    def __str__(self) -> str:
+        return f"{self.args[0]} (HTTP {self.status})"
+
+
+class AuthenticationFailed(RemoteError):
+    """401: the server did not accept the signature or token."""
+
+
+class RateLimited(RemoteError):
+    """429 for the rate of requests: wait and retry."""
+
+
+class _NotFound(RemoteError, SandboxNotFound):
+    pass
+
+
+class _Conflict(RemoteError, InvalidState):
+    pass
+
+
+class _Denied(RemoteError, PermissionDenied):
+    pass
+
+
+class _Invalid(RemoteError, InvalidRequest):
+    pass
+
+
+class _Quota(RemoteError, TooManySandboxes):
+    pass
+
+
+_BY_STATUS: dict[int, type[RemoteError]] = {
+    400: _Invalid,
+    401: AuthenticationFailed,
+    403: _Denied,
+    404: _NotFound,
+    409: _Conflict,
+    422: _Quota,
+}
+
+
+def _raise_for(response: httpx.Response) -> None:
+    try:
+        body = unpack(response.content, "response") if response.content else {}
+        error = body.get("error", {}) if isinstance(body, dict) else {}
+    except ForgeError:
+        error = {}
+    message = str(error.get("message") or response.reason_phrase)
+    code = int(error.get("code") or 0x05FF)
+    category = str(error.get("category") or "Internal")
+    context = error.get("context") or {}
+    status = response.status_code
+    if status == 408:
+        raise TimeoutError(message)
+    if status == 429:
+        kind: type[RemoteError] = (
+            RateLimited if category == "QuotaExceeded" and "requests/s" in message else _Quota
+        )
+    else:
+        kind = _BY_STATUS.get(status, RemoteError)
+    raised = kind(status, code, category, message, context)
+    if isinstance(raised, InvalidRequest):
+        raised.field = str(context.get("field", ""))
+    raise raised
+
+
+def _hash(raw: Any) -> Hash256:
+    return Hash256(bytes(raw))
+
+
+def _info(values: Mapping[str, Any]) -> SandboxInfo:
+    return SandboxInfo(
+        id=_hash(values["id"]),
+        owner=AgentId(bytes(values["owner"])),
+        state=SandboxState(values["state"]),
+        ticks_used=values["ticks_used"],
+        ticks_remaining=values["ticks_remaining"],
+        memory_used=values["memory_used"],
+        memory_quota=values["memory_quota"],
+        persistent=values["persistent"],
+        blocked_channel=values.get("blocked_channel"),
+    )
+
+
+def _result(values: Mapping[str, Any]) -> ExecResult:
+    fault = values["fault"]
+    return ExecResult(
+        _hash(values["sandbox_id"]),
+        SandboxState(values["state"]),
+        values["ticks_used"],
+        bytes(values["output"]),
+        FaultCode(fault) if fault is not None else None,
+        values.get("fault_detail"),
+    )
+
+
+def _event(values: Mapping[str, Any]) -> Event | Gap:
+    if "gap" in values:
+        return Gap(values["gap"])
+    sandbox = values["sandbox_id"]
+    owner = values["owner"]
+    return Event(
+        values["seq"],
+        EventKind(values["kind"]),
+        _hash(sandbox) if sandbox is not None else None,
+        AgentId(bytes(owner)) if owner is not None else None,
+        values["timestamp_ms"],
+        values["payload"],
+    )
+
+
+class Client:
+    """An agent's connection to a kforge server (an async context manager)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: AgentKey,
+        *,
+        use_token: bool = True,
+        timeout: float = 90.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.agent_id = key.agent_id
+        self.use_token = use_token
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._token: str | None = None
+        self._token_expires_ms = 0
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection pool.  Idempotent."""
+        await self._http.aclose()
+
+    # ------------------------------------------------------------------ requests
+
+    def _check_requester(self, requester: AgentId | None) -> None:
+        if requester is not None and requester != self.agent_id:
+            raise PermissionDenied(f"this client acts as {self.agent_id}, not {requester}")
+
+    async def _auth_headers(self, method: str, target: str, body: bytes) -> dict[str, str]:
+        if not self.use_token:
+            return self.key.request_headers(method, target, body)
+        if self._token is None or self._token_expires_ms - time.time() * 1000 < 60_000:
+            reply = await self._send("POST", "/v1/session", None, signed=True)
+            self._token = str(reply["token"])
+            self._token_expires_ms = int(reply["expires_at_ms"])
+        return {"authorization": f"Bearer {self._token}"}
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        values: Mapping[str, Any] | None = None,
+        query: Mapping[str, Any] | None = None,
+        *,
+        signed: bool = False,
+    ) -> Any:
+        target = f"{path}?{urlencode(query)}" if query else path
+        body = pack(dict(values)) if values is not None else b""
+        if signed:
+            headers = self.key.request_headers(method, target, body)
+        else:
+            headers = await self._auth_headers(method, target, body)
+        headers["accept"] = _MSGPACK
+        if values is not None:
+            headers["content-type"] = _MSGPACK
+        response = await self._http.request(method, target, content=body, headers=headers)
+        if response.status_code >= 400:
+            _raise_for(response)
+        return unpack(response.content, "response") if response.content else {}
+
+    # ------------------------------------------------------------------ the engine's shape
+
+    async def put_program(self, program: ForgeProgram) -> Hash256:
+        """Store ``program`` in the server's vault; returns its id."""
+        reply = await self._send("POST", "/v1/programs", {"program": program.encoded})
+        return _hash(reply["program_id"])
+
+    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
+        values: dict[str, Any] = {
+            "owner": request.owner.raw,
+            "code": request.code.raw,
+            "memory_quota": request.memory_quota,
+            "tick_budget": request.tick_budget,
+            "input": bytes(request.input),
+            "environment": dict(request.environment),
+            "persistent": request.persistent,
+            "grants": sorted(request.grants),
+            "accept_from": [agent.raw for agent in request.accept_from],
+            "deadline_ms": int(request.deadline * 1000) if request.deadline is not None else None,
+        }
+        reply = await self._send("POST", "/v1/sandboxes", values)
+        return _hash(reply["sandbox_id"])
+
+    async def sandbox_status(
+        self, sandbox_id: Hash256, requester: AgentId | None = None
+    ) -> SandboxInfo:
+        self._check_requester(requester)
+        return _info(await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}"))
+
+    async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
+        """The sandboxes this agent may see (of ``owner``, when given)."""
+        reply = await self._send("GET", "/v1/sandboxes")
+        infos = [_info(values) for values in reply["sandboxes"]]
+        return [info for info in infos if owner is None or info.owner == owner]
+
+    async def exec_start(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
+        self._check_requester(requester)
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/start", {})
+
+    async def step(self, sandbox_id: Hash256, requester: AgentId | None = None) -> SandboxState:
+        self._check_requester(requester)
+        reply = await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/step", {})
+        return SandboxState(reply["state"])
+
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId | None = None
+    ) -> None:
+        self._check_requester(requester)
+        await self._send(
+            "POST",
+            f"/v1/sandboxes/{sandbox_id.hex}/deliver",
+            {"channel": channel, "data": bytes(data)},
+        )
+
+    async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
+        self._check_requester(requester)
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/kill", {})
+
+    async def wait(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+    ) -> ExecResult:
+        """The result once stopped; ``TimeoutError`` after ``timeout`` seconds (long-polls in turns)."""
+        self._check_requester(requester)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = (
+                _MAX_POLL
+                if deadline is None
+                else max(0.0, min(_MAX_POLL, deadline - time.monotonic()))
+            )
+            try:
+                reply = await self._send(
+                    "GET", f"/v1/sandboxes/{sandbox_id.hex}/wait", query={"timeout": f"{left:.3f}"}
+                )
+            except TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                continue
+            return _result(reply)
+
+    async def forget(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
+        self._check_requester(requester)
+        await self._send("DELETE", f"/v1/sandboxes/{sandbox_id.hex}")
+
+    async def io_log(
+        self, sandbox_id: Hash256, requester: AgentId | None = None
+    ) -> tuple[HostCall, ...]:
+        self._check_requester(requester)
+        reply = await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}/io")
+        return tuple(
+            HostCall(
+                c["ticks_used"],
+                c["channel"],
+                bytes(c["request"]),
+                bytes(c["reply"]),
+                c["status"],
+                c["delivered"],
+            )
+            for c in reply["calls"]
+        )
+
+    async def run_record(self, sandbox_id: Hash256, requester: AgentId | None = None) -> RunRecord:
+        self._check_requester(requester)
+        reply = await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}/record")
+        return RunRecord.from_bytes(bytes(reply["record"]))
+
+    async def request_proof(
+        self, sandbox_id: Hash256, requester: AgentId | None = None
+    ) -> ExecutionProof:
+        self._check_requester(requester)
+        reply = await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/proof", {})
+        return ExecutionProof.from_bytes(bytes(reply["proof"]))
+
+    async def grant(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None,
+        agent: AgentId,
+        operations: Iterable[Operation],
+    ) -> None:
+        self._check_requester(requester)
+        values = {"agent": agent.raw, "operations": [operation.value for operation in operations]}
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/grants", values)
+
+    async def revoke(self, sandbox_id: Hash256, requester: AgentId | None, agent: AgentId) -> None:
+        self._check_requester(requester)
+        await self._send("DELETE", f"/v1/sandboxes/{sandbox_id.hex}/grants/{agent.hex}")
+
+    async def link_resolve(
+        self, program_id: Hash256, imports: Sequence[Import], requester: AgentId | None = None
+    ) -> Hash256:
+        self._check_requester(requester)
+        values = {
+            "program": program_id.raw,
+            "imports": [
+                {"from": entry.from_.raw, "symbols": list(entry.symbols)} for entry in imports
+            ],
+        }
+        reply = await self._send("POST", "/v1/link", values)
+        return _hash(reply["resolved"])
+
+    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
+        """Operator only (the server refuses any other agent)."""
+        given = (
+            None
+            if allowances is None
+            else [{"agent": a.raw, "ticks": t} for a, t in allowances.items()]
+        )
+        reply = await self._send("POST", "/v1/cycles", {"allowances": given})
+        return int(reply["cycle"])
+
+    # ------------------------------------------------------------------ messages and events
+
+    async def dispatch(self, envelope: Envelope) -> Envelope:
+        """Send one envelope (its sender must be this agent); returns the engine's reply."""
+        return Envelope.decode(await self.dispatch_bytes(envelope.encode()))
+
+    async def dispatch_bytes(self, raw: bytes) -> bytes:
+        target = "/v1/messages"
+        headers = await self._auth_headers("POST", target, raw)
+        headers.update({"content-type": _MSGPACK, "accept": _MSGPACK})
+        response = await self._http.post(target, content=raw, headers=headers)
+        if response.status_code >= 400:
+            _raise_for(response)
+        return response.content
+
+    async def mailbox(self, timeout: float = 0.0) -> list[Envelope]:
+        """Envelopes the engine sent this agent later (EXEC_RESULT, PROOF_RESULT)."""
+        reply = await self._send("GET", "/v1/mailbox", query={"timeout": f"{timeout:.3f}"})
+        return [Envelope.decode(pack(values)) for values in reply["envelopes"]]
+
+    async def subscribe(
+        self,
+        kinds: Iterable[EventKind] | None = None,
+        *,
+        sandbox_id: Hash256 | None = None,
+        owner: AgentId | None = None,
+    ) -> AsyncIterator[Event | Gap]:
+        """Events as the engine publishes them (an async iterator over a WebSocket).
+
+        Payload ids arrive as 32-byte binaries (the events' wire form).
+        """
+        from websockets.asyncio.client import connect
+
+        query: dict[str, str] = {"format": "msgpack"}
+        if kinds is not None:
+            query["kinds"] = ",".join(str(int(kind)) for kind in kinds)
+        if sandbox_id is not None:
+            query["sandbox"] = sandbox_id.hex
+        if owner is not None:
+            query["owner"] = owner.hex
+        target = f"/v1/events?{urlencode(query)}"
+        headers = await self._auth_headers("GET", target, b"")
+        url = "ws" + self.base_url[len("http") :] + target
+        async with connect(url, additional_headers=headers, max_size=16 * 1024 * 1024) as socket:
+            async for frame in socket:
+                yield _event(unpack(frame if isinstance(frame, bytes) else frame.encode(), "event"))
+
+    # ------------------------------------------------------------------ the debugger
+
+    async def debug(
+        self, method: str, path: str = "", values: Mapping[str, Any] | None = None
+    ) -> Any:
+        """A debugger call: ``debug("POST", "", {"assembly": ...})`` creates a session,
+        ``debug("POST", f"/{sid}/step", {"count": 1})`` steps it; returns the view."""
+        return await self._send(method, f"/v1/debug{path}", values)

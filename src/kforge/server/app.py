@@ -1,0 +1,158 @@
+"""The ASGI application and ``serve``: the engine, its API, the event socket and the dashboard."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from kforge.core import AgentId
+from kforge.engine import Engine, EngineStatus
+from kforge.server.api import OPERATIONS
+from kforge.server.auth import Authenticator
+from kforge.server.debug import DebugManager
+from kforge.server.debug_api import DEBUG_OPERATIONS
+from kforge.server.endpoint import Operation, asgi_endpoint
+from kforge.server.events_ws import events_socket
+from kforge.server.openapi import openapi_document
+from kforge.server.signing import AgentKey
+from kforge.server.state import ServerConfig, ServerState
+from kforge.storage import Vault
+
+__all__ = ["ALL_OPERATIONS", "STATIC_DIR", "create_app", "open_engine", "serve"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+ALL_OPERATIONS: tuple[Operation, ...] = (*OPERATIONS, *DEBUG_OPERATIONS)
+_VERSION = "0.1.0"
+
+
+def create_app(
+    engine: Engine,
+    config: ServerConfig | None = None,
+    *,
+    authenticator: Authenticator | None = None,
+    operator: AgentId | None = None,
+) -> Starlette:
+    """The kforge server for ``engine``.
+
+    The app opens the engine when it starts (if it is not open yet) and closes
+    it on shutdown if it opened it.  ``app.state.kforge`` is the
+    :class:`ServerState`; its ``dev_token`` is the operator's bearer token
+    (the dashboard's), for ``operator`` (default: a fresh agent per run).
+    """
+    config = config or ServerConfig()
+    authenticator = authenticator or Authenticator(config.auth)
+    operator_agent = operator or AgentKey.generate().agent_id
+    dev_token, _ = authenticator.issue_token(
+        operator_agent, operator=True, lifetime_ms=config.dev_token_lifetime_ms
+    )
+    state = ServerState(
+        engine=engine,
+        config=config,
+        authenticator=authenticator,
+        debug=DebugManager(config.debug),
+        operator_agent=operator_agent,
+        dev_token=dev_token,
+    )
+    document = openapi_document(ALL_OPERATIONS, _VERSION)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/dashboard/", 307)
+
+    routes: list[BaseRoute] = [
+        Route(op.path, asgi_endpoint(op), methods=[op.method]) for op in ALL_OPERATIONS
+    ]
+    routes += [
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/", root, methods=["GET"]),
+        WebSocketRoute("/v1/events", events_socket),
+        Mount("/dashboard", StaticFiles(directory=STATIC_DIR, html=True), name="dashboard"),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        opened_here = engine.status is EngineStatus.UNOPENED
+        if opened_here:
+            await engine.open()
+        try:
+            yield
+        finally:
+            if opened_here:
+                await engine.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.kforge = state
+    return app
+
+
+def open_engine(data_dir: str | os.PathLike[str] | None, **options: Any) -> Engine:
+    """An engine on the SQLite vault under ``data_dir`` (the default data directory if ``None``).
+
+    The caller closes ``engine.vault`` after the engine (the engine did not open it).
+    """
+    return Engine(Vault.open_default(data_dir), **options)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8470,
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    config: ServerConfig | None = None,
+    engine_options: dict[str, Any] | None = None,
+    out: TextIO | None = None,
+    sock: socket.socket | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run the server until interrupted; prints the dashboard URL with the dev token.
+
+    ``sock`` serves an already bound socket (tests pass one bound to port 0);
+    ``ready`` is called with the base URL once the server listens.
+    """
+    import uvicorn
+
+    engine = open_engine(data_dir, **(engine_options or {}))
+    app = create_app(engine, config)
+    state: ServerState = app.state.kforge
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host=host, port=port, log_level="warning", ws="websockets-sansio", lifespan="on"
+        )
+    )
+    stream = out or sys.stdout
+    bound_host, bound_port = sock.getsockname()[:2] if sock is not None else (host, port)
+    base = f"http://{bound_host}:{bound_port}"
+
+    async def main() -> None:
+        serving = asyncio.ensure_future(server.serve(sockets=[sock] if sock is not None else None))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if server.started:
+            stream.write(
+                f"kforge serve: listening on {base}\n"
+                f"  dashboard: {base}/dashboard/#token={state.dev_token}\n"
+                f"  dev token (operator, this run only): {state.dev_token}\n"
+            )
+            stream.flush()
+            if ready is not None:
+                ready(base)
+        await serving
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.vault.close()

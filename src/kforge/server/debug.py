@@ -1,0 +1,257 @@
+"""Debug sessions: a bare :class:`kforge.machine.Machine` an agent drives one step at a time.
+
+A session is not a sandbox: no scheduler, no host adapters, no accounting.
+SEND on channels 3..7 only queues the message (visible as ``outbound``), and
+the debugging agent may deliver anything on any receiving channel it granted
+(that is how a tool plays the host).  Each session belongs to the agent that
+created it; any other agent is told it does not exist.
+
+Commands run in a worker thread under the session's lock, bounded by
+:attr:`DebugLimits.max_ticks_per_call` and :attr:`DebugLimits.max_steps_per_call`,
+so a long ``run`` never stalls the server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kforge.core import AgentId, ErrorCategory, ForgeError
+from kforge.disasm import format_instruction
+from kforge.machine import Machine, MachineState
+from kforge.messages import InvalidRequest
+from kforge.program import ForgeProgram
+
+__all__ = [
+    "DebugLimits",
+    "DebugManager",
+    "DebugSession",
+    "DebugSessionNotFound",
+    "TooManyDebugSessions",
+]
+
+_STACK_WORDS: Final = 32
+_MAX_MEMORY_WINDOW: Final = 4096
+
+
+class DebugSessionNotFound(ForgeError):
+    category = ErrorCategory.NOT_FOUND
+    code = 0x0500
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"debug session not found: {session_id[:64]}")
+        self.session_id = session_id
+
+
+class TooManyDebugSessions(ForgeError):
+    category = ErrorCategory.QUOTA_EXCEEDED
+    code = 0x0504
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"too many debug sessions: {detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class DebugLimits:
+    max_sessions_per_agent: int = 8
+    max_sessions: int = 256
+    max_ticks_per_call: int = 10_000_000
+    max_steps_per_call: int = 1_000_000
+    idle_seconds: float = 3600.0
+
+
+@dataclass
+class DebugSession:
+    """One machine under a debugger, owned by ``owner``."""
+
+    id: str
+    owner: AgentId
+    program: ForgeProgram
+    machine: Machine
+    breakpoints: set[int] = field(default_factory=set)
+    changed: list[int] = field(default_factory=list)
+    last_stop: str = "loaded"
+    used_at: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    code_lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.code_lines = [format_instruction(insn) for insn in self.program.code]
+
+
+def _hex_word(value: int) -> str:
+    return f"{value:#x}"
+
+
+def _run(session: DebugSession, max_ticks: int, max_steps: int, stop_at: frozenset[int]) -> str:
+    """Execute until a stop; returns why it stopped.  Runs in a worker thread."""
+    machine = session.machine
+    before = list(machine.registers)
+    start_ticks = machine.ticks_used
+    reason = "tick_limit"
+    if not stop_at and max_steps >= max_ticks:
+        machine.run(max_ticks)  # every instruction costs at least one tick
+    else:
+        steps = 0
+        while machine.state in (MachineState.READY, MachineState.RUNNING):
+            if steps >= max_steps:
+                reason = "step_limit"
+                break
+            if machine.ticks_used - start_ticks >= max_ticks:
+                break
+            machine.step()
+            steps += 1
+            if machine.state is MachineState.RUNNING and machine.pc in stop_at:
+                reason = "breakpoint"
+                break
+    if machine.state in (MachineState.HALTED, MachineState.FAULTED, MachineState.BLOCKED):
+        reason = machine.state.value.lower()
+    session.changed = [
+        i for i, (old, new) in enumerate(zip(before, machine.registers, strict=True)) if old != new
+    ]
+    session.last_stop = reason
+    return reason
+
+
+class DebugManager:
+    """Every debug session of one server."""
+
+    def __init__(self, limits: DebugLimits | None = None) -> None:
+        self.limits = limits or DebugLimits()
+        self._sessions: dict[str, DebugSession] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _expire(self) -> None:
+        horizon = time.monotonic() - self.limits.idle_seconds
+        for session_id in [key for key, s in self._sessions.items() if s.used_at < horizon]:
+            del self._sessions[session_id]
+
+    def create(
+        self,
+        owner: AgentId,
+        program: ForgeProgram,
+        *,
+        memory_quota: int,
+        tick_budget: int,
+        input: bytes = b"",
+        environment: Mapping[bytes, bytes] | None = None,
+        grants: Iterable[int] = (),
+    ) -> DebugSession:
+        """A new session with a READY machine (``Machine.load``'s errors propagate)."""
+        self._expire()
+        owned = sum(1 for s in self._sessions.values() if s.owner == owner)
+        if owned >= self.limits.max_sessions_per_agent:
+            raise TooManyDebugSessions(
+                f"agent {owner} already has {owned} of at most {self.limits.max_sessions_per_agent}"
+            )
+        if len(self._sessions) >= self.limits.max_sessions:
+            raise TooManyDebugSessions(f"the server holds {self.limits.max_sessions}")
+        machine = Machine.load(
+            program,
+            memory_quota=memory_quota,
+            tick_budget=tick_budget,
+            input=input,
+            environment=environment,
+            grants=grants,
+        )
+        session = DebugSession(os.urandom(16).hex(), owner, program, machine)
+        self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str, requester: AgentId) -> DebugSession:
+        """The session, if ``requester`` owns it; anyone else is told it does not exist."""
+        session = self._sessions.get(session_id)
+        if session is None or session.owner != requester:
+            raise DebugSessionNotFound(session_id)
+        session.used_at = time.monotonic()
+        return session
+
+    def list(self, requester: AgentId) -> list[DebugSession]:
+        return [s for s in self._sessions.values() if s.owner == requester]
+
+    def delete(self, session_id: str, requester: AgentId) -> None:
+        self.get(session_id, requester)
+        del self._sessions[session_id]
+
+    async def step(self, session: DebugSession, count: int) -> str:
+        """Execute ``count`` instructions (fewer if the machine stops)."""
+        count = min(count, self.limits.max_steps_per_call)
+        async with session.lock:
+            return await asyncio.to_thread(_run, session, 1 << 64, count, frozenset())
+
+    async def run(
+        self, session: DebugSession, max_ticks: int, breakpoints: Iterable[int] | None
+    ) -> str:
+        """Run until a breakpoint (not the pc it starts on), a stop, or ``max_ticks``."""
+        stop_at = frozenset(session.breakpoints if breakpoints is None else breakpoints)
+        ticks = min(max_ticks, self.limits.max_ticks_per_call)
+        async with session.lock:
+            return await asyncio.to_thread(
+                _run, session, ticks, self.limits.max_steps_per_call, stop_at
+            )
+
+    async def deliver(self, session: DebugSession, channel: int, data: bytes) -> None:
+        """Queue ``data`` on a receiving channel (wakes a RECV blocked there)."""
+        async with session.lock:
+            session.machine.deliver(channel, data)
+            session.last_stop = "delivered"
+
+    def view(
+        self, session: DebugSession, memory_address: int = 0, memory_length: int = 256
+    ) -> dict[str, Any]:
+        """Everything the debugger shows, as plain data (words as hex strings)."""
+        machine = session.machine
+        if memory_length > _MAX_MEMORY_WINDOW:
+            raise InvalidRequest("memory_length", f"at most {_MAX_MEMORY_WINDOW} bytes at a time")
+        start = min(memory_address, machine.memory_quota)
+        end = min(start + memory_length, machine.memory_quota)
+        stack = []
+        for address in range(
+            machine.sp, min(machine.stack_start, machine.sp + 8 * _STACK_WORDS), 8
+        ):
+            word = int.from_bytes(machine.memory[address : address + 8], "little")
+            stack.append({"address": address, "value": _hex_word(word)})
+        flags = machine.flags
+        return {
+            "session_id": session.id,
+            "owner": session.owner,
+            "program_id": session.program.program_id,
+            "state": machine.state.value,
+            "last_stop": session.last_stop,
+            "pc": machine.pc,
+            "sp": machine.sp,
+            "ticks_used": machine.ticks_used,
+            "tick_budget": machine.tick_budget,
+            "fault": machine.fault.name if machine.fault is not None else None,
+            "fault_detail": machine.fault_detail,
+            "blocked_channel": machine.blocked_channel,
+            "flags": {
+                "zero": flags.zero,
+                "carry": flags.carry,
+                "overflow": flags.overflow,
+                "halt": flags.halt,
+            },
+            "registers": [_hex_word(value) for value in machine.registers],
+            "changed": list(session.changed),
+            "breakpoints": sorted(session.breakpoints),
+            "code": session.code_lines,
+            "stack": stack,
+            "memory": {"address": start, "data": bytes(machine.memory[start:end])},
+            "memory_quota": machine.memory_quota,
+            "heap_start": machine.heap_start,
+            "stack_start": machine.stack_start,
+            "inbound": {
+                str(channel): list(queue)
+                for channel, queue in sorted(machine.inbound.items())
+                if queue
+            },
+            "outbound": [{"channel": channel, "data": data} for channel, data in machine.outbound],
+            "stdout": bytes(machine.stdout),
+            "stderr": bytes(machine.stderr),
+        }

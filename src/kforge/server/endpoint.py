@@ -1,0 +1,316 @@
+"""The plumbing every API operation shares: body, identity, limits, errors, encoding.
+
+An :class:`Operation` is one method and path with its handler and the facts the
+OpenAPI document needs.  :func:`asgi_endpoint` wraps its handler: read the body
+(at most :attr:`ServerConfig.max_body_bytes`), authenticate the caller, charge
+its rate limit, decode the body against the operation's fields, call the
+handler, and encode the reply as JSON or msgpack.  Every refusal becomes an
+error body ``{"error": {code, category, message, context, status}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
+
+from kforge.core import (
+    ErrorCategory,
+    ForgeError,
+    Hash256,
+    Internal,
+    InvalidState,
+    KingdomError,
+    MemoryQuotaExceeded,
+    VaultFetchFailed,
+)
+from kforge.messages import Field, InvalidRequest
+from kforge.server.auth import AuthError, Principal
+from kforge.server.codec import BodyError, decode_body, decode_fields, encode_body, wants_msgpack
+
+if TYPE_CHECKING:
+    from kforge.server.state import ServerState
+
+__all__ = [
+    "Context",
+    "Handler",
+    "Operation",
+    "Query",
+    "ReplyError",
+    "asgi_endpoint",
+    "error_response",
+    "http_status",
+    "path_id",
+    "query_bool",
+    "query_number",
+]
+
+log = logging.getLogger("kforge.server")
+
+_STATUS_BY_CATEGORY: Final = {
+    ErrorCategory.NOT_FOUND: 404,
+    ErrorCategory.CONFLICT: 409,
+    ErrorCategory.UNAUTHORIZED: 403,
+    ErrorCategory.INVALID_REQUEST: 400,
+    ErrorCategory.QUOTA_EXCEEDED: 429,
+    ErrorCategory.INTERNAL: 500,
+}
+
+
+def http_status(error: ForgeError) -> int:
+    """The HTTP status of an engine error (``docs/server.md`` has the table)."""
+    if isinstance(error, VaultFetchFailed):
+        return 404  # the object is not in the vault
+    if isinstance(error, MemoryQuotaExceeded):
+        return 422  # asking for less fits; asking again does not
+    if isinstance(error, Internal):
+        if "not supported yet" in error.reason:
+            return 501
+        if error.reason.startswith("the engine is"):
+            return 503
+    if isinstance(error, InvalidState):
+        return 409
+    return _STATUS_BY_CATEGORY.get(error.category, 500)
+
+
+class ReplyError(Exception):
+    """An ERROR reply of the engine's dispatcher, to be answered as an HTTP error."""
+
+    def __init__(self, error: KingdomError) -> None:
+        super().__init__(error.message.decode("utf-8", "replace"))
+        self.error = error
+
+
+_STATUS_BY_CODE: Final = {0x0505: 404, 0x05FF: 500}
+
+
+def reply_error_status(error: KingdomError) -> int:
+    if error.code in _STATUS_BY_CODE:
+        status = _STATUS_BY_CODE[error.code]
+        message = error.message.decode("utf-8", "replace")
+        if status == 500 and "not supported yet" in message:
+            return 501
+        if status == 500 and "the engine is" in message:
+            return 503
+        return status
+    return _STATUS_BY_CATEGORY.get(error.category, 500)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query parameter, for the OpenAPI document."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass
+class Context:
+    """One authenticated request as a handler sees it."""
+
+    request: Request
+    state: ServerState
+    principal: Principal
+    values: dict[str, Any]
+    body: Any
+    msgpack: bool
+
+    @property
+    def agent(self) -> Any:
+        return self.principal.agent
+
+    def path(self, name: str) -> str:
+        value: str = self.request.path_params[name]
+        return value
+
+
+Handler = Callable[[Context], Awaitable[tuple[int, Any] | Response]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One API operation: route, handler and what the OpenAPI document says of it."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    fields: Sequence[Field] | None = None  # the JSON/msgpack body schema, if any
+    raw_body: bool = False  # the handler reads ``ctx.body`` itself
+    body_schema: dict[str, Any] | None = None  # for raw bodies
+    response: dict[str, Any] = field(default_factory=dict)  # JSON Schema of the 2xx body
+    status: int = 200
+    errors: tuple[int, ...] = ()
+    query: tuple[Query, ...] = ()
+    authenticated: bool = True
+    signature_only: bool = False
+    tag: str = "engine"
+
+
+def error_body(
+    status: int, code: int, category: str, message: str, context: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "status": status,
+            "code": code,
+            "category": category,
+            "message": message,
+            "context": context or {},
+        }
+    }
+
+
+def error_response(
+    request: Request, status: int, body: dict[str, Any], retry_after: float | None = None
+) -> Response:
+    content, media = encode_body(
+        body, wants_msgpack(request.headers.get("accept"), request.headers.get("content-type"))
+    )
+    headers = {"Retry-After": str(max(1, round(retry_after)))} if retry_after is not None else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="kforge", KforgeSignature'}
+    return Response(content, status, headers=headers, media_type=media)
+
+
+def forge_error_response(request: Request, error: ForgeError) -> Response:
+    return kingdom_error_response(request, error.to_kingdom_error(), http_status(error))
+
+
+def kingdom_error_response(request: Request, kingdom: KingdomError, status: int) -> Response:
+    context = {
+        key.decode("utf-8", "replace"): value.decode("utf-8", "replace")
+        for key, value in kingdom.context.items()
+    }
+    body = error_body(
+        status,
+        kingdom.code,
+        kingdom.category.value,
+        kingdom.message.decode("utf-8", "replace"),
+        context,
+    )
+    return error_response(request, status, body)
+
+
+def auth_error_response(request: Request, error: AuthError) -> Response:
+    category = "QuotaExceeded" if error.status in (429, 503) else "Unauthorized"
+    code = 0x0504 if error.status in (429, 503) else 0x0502
+    return error_response(
+        request,
+        error.status,
+        error_body(error.status, code, category, error.message),
+        error.retry_after,
+    )
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyError(413, f"body of {declared} bytes is over the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyError(413, f"body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def request_target(request: HTTPConnection) -> str:
+    """The path and query exactly as sent: what a signature covers."""
+    raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    query: bytes = request.scope.get("query_string", b"")
+    target = raw_path.decode("latin-1")
+    return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
+    """The Starlette endpoint running ``operation`` with the shared plumbing."""
+
+    async def endpoint(request: Request) -> Response:
+        state: ServerState = request.app.state.kforge
+        try:
+            raw = await read_limited(request, state.config.max_body_bytes)
+            principal = Principal(state.operator_agent, True, "none")
+            if operation.authenticated:
+                principal = state.authenticator.authenticate(
+                    request.method, request_target(request), raw, request.headers
+                )
+                if operation.signature_only and principal.method != "signature":
+                    raise AuthError(401, "this operation needs a signed request, not a token")
+                state.authenticator.limiter.take(principal.agent)
+            body: Any = None
+            is_msgpack = False
+            values: dict[str, Any] = {}
+            if operation.fields is not None or operation.raw_body:
+                body, is_msgpack = decode_body(raw, request.headers.get("content-type"))
+            if operation.fields is not None:
+                values = decode_fields(operation.fields, body, is_msgpack)
+            context = Context(request, state, principal, values, body, is_msgpack)
+            outcome = await operation.handler(context)
+        except AuthError as error:
+            return auth_error_response(request, error)
+        except BodyError as error:
+            return error_response(
+                request,
+                error.status,
+                error_body(error.status, 0x0506, "InvalidRequest", error.message),
+            )
+        except ForgeError as error:
+            return forge_error_response(request, error)
+        except ReplyError as error:
+            return kingdom_error_response(request, error.error, reply_error_status(error.error))
+        except TimeoutError:
+            body408 = error_body(408, 0x0501, "Conflict", "still running when the timeout passed")
+            return error_response(request, 408, body408)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a bug: answer it, never drop the connection
+            log.exception("%s %s failed", request.method, request.url.path)
+            return forge_error_response(request, Internal(f"{type(error).__name__}: {error}"))
+        if isinstance(outcome, Response):
+            return outcome
+        status, value = outcome
+        as_msgpack = wants_msgpack(
+            request.headers.get("accept"), request.headers.get("content-type")
+        )
+        content, media = encode_body(value, as_msgpack)
+        return Response(content, status, media_type=media)
+
+    endpoint.__name__ = operation.handler.__name__
+    return endpoint
+
+
+def path_id(ctx: Context, name: str) -> Hash256:
+    """A path parameter holding an id; ``InvalidRequest`` (400) when it is not 64 hex digits."""
+    try:
+        return Hash256.from_hex(ctx.path(name))
+    except ValueError as error:
+        raise InvalidRequest(name, str(error)) from None
+
+
+def query_number(ctx: Context, name: str, default: float, low: float, high: float) -> float:
+    text = ctx.request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidRequest(name, f"expected a number, got {text!r:.40}") from None
+    if not low <= value <= high:
+        raise InvalidRequest(name, f"{value} is outside {low:g}..{high:g}")
+    return value
+
+
+def query_bool(ctx: Context, name: str) -> bool:
+    text = ctx.request.query_params.get(name, "false").lower()
+    if text not in ("true", "false", "1", "0"):
+        raise InvalidRequest(name, f"expected true or false, got {text!r:.40}")
+    return text in ("true", "1")

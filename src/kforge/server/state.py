@@ -1,0 +1,45 @@
+"""What one server holds: its engine, configuration, authenticator and debug sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kforge.core import AgentId
+from kforge.engine import Engine
+from kforge.server.auth import AuthConfig, Authenticator
+from kforge.server.debug import DebugLimits, DebugManager
+
+__all__ = ["ServerConfig", "ServerState"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Limits and options of one server (the engine's own limits stay in ``EngineLimits``).
+
+    ``max_live_sandboxes_per_agent`` is checked by the server before the
+    engine's ``max_sandboxes_per_owner``; ``max_wait_seconds`` bounds a
+    long-poll (``/wait``, ``/mailbox``); the dev token lets the dashboard read
+    every sandbox and event for ``dev_token_lifetime_ms``.
+    """
+
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    debug: DebugLimits = field(default_factory=DebugLimits)
+    max_body_bytes: int = 1024 * 1024
+    max_live_sandboxes_per_agent: int = 64
+    max_wait_seconds: float = 60.0
+    max_event_subscriptions_per_agent: int = 16
+    event_queue_size: int = 1024
+    dev_token_lifetime_ms: int = 7 * 24 * 3600 * 1000
+
+
+@dataclass
+class ServerState:
+    """The server's parts, shared by every request (``app.state.kforge``)."""
+
+    engine: Engine
+    config: ServerConfig
+    authenticator: Authenticator
+    debug: DebugManager
+    operator_agent: AgentId
+    dev_token: str
+    subscriptions: dict[AgentId, int] = field(default_factory=dict)

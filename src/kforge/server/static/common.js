@@ -1,0 +1,90 @@
+// Shared by every dashboard page: the token, API calls, the event socket, small helpers.
+"use strict";
+
+const kforge = (() => {
+  const KEY = "kforge.token";
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromHash) {
+    sessionStorage.setItem(KEY, fromHash);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  function token() { return sessionStorage.getItem(KEY); }
+
+  function setToken(value) { sessionStorage.setItem(KEY, value.trim()); location.reload(); }
+
+  async function api(method, path, body) {
+    const options = { method, headers: { "Authorization": "Bearer " + token(), "Accept": "application/json" } };
+    if (body !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, options);
+    const data = response.headers.get("content-type")?.includes("json") ? await response.json() : {};
+    if (!response.ok) {
+      const error = new Error(data.error ? data.error.message : response.statusText);
+      error.status = response.status;
+      throw error;
+    }
+    return data;
+  }
+
+  function events(query, onEvent, onState) {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const params = new URLSearchParams(query || {});
+    params.set("token", token());
+    let socket;
+    let closed = false;
+    function open() {
+      socket = new WebSocket(`${scheme}//${location.host}/v1/events?${params}`);
+      socket.onopen = () => onState && onState("live");
+      socket.onmessage = (message) => onEvent(JSON.parse(message.data));
+      socket.onclose = (event) => {
+        onState && onState(event.code === 4401 ? "refused" : "reconnecting");
+        if (!closed && event.code !== 4401 && event.code !== 4403) setTimeout(open, 1000);
+      };
+    }
+    open();
+    return { close() { closed = true; socket.close(); } };
+  }
+
+  function short(hex) { return hex ? hex.slice(0, 8) + "…" : "—"; }
+
+  function text(hex) {
+    if (!hex) return "";
+    const bytes = new Uint8Array(hex.match(/../g).map((pair) => parseInt(pair, 16)));
+    return new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  }
+
+  function el(tag, attributes, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (name === "class") node.className = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value);
+    }
+    for (const child of children) node.append(child instanceof Node ? child : String(child));
+    return node;
+  }
+
+  function badge(state) { return el("span", { class: "state state-" + state.toLowerCase() }, state); }
+
+  function bar(used, total) {
+    const share = total > 0 ? Math.min(100, (100 * used) / total) : 0;
+    return el("div", { class: "bar", title: `${used} / ${total}` },
+      el("div", { class: "fill", style: `width:${share.toFixed(1)}%` }),
+      el("span", {}, `${used.toLocaleString()} / ${total.toLocaleString()}`));
+  }
+
+  function requireToken(container) {
+    if (token()) return true;
+    container.replaceChildren(el("div", { class: "panel" },
+      el("h2", {}, "Sign in"),
+      el("p", {}, "Paste the dev token that kforge serve printed, or a token from POST /v1/session."),
+      el("input", { id: "token-input", placeholder: "kf1.…", size: "80" }),
+      el("button", { onclick: () => setToken(document.getElementById("token-input").value) }, "Use token")));
+    return false;
+  }
+
+  return { api, events, token, setToken, short, text, el, badge, bar, requireToken };
+})();

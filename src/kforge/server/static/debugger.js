@@ -1,0 +1,112 @@
+// The debugger: a machine in a debug session, stepped and run through /v1/debug.
+"use strict";
+
+(async () => {
+  const { api, el, short } = kforge;
+  if (!kforge.requireToken(document.getElementById("main"))) return;
+  const $ = (id) => document.getElementById(id);
+  let session = null;
+  let view = null;
+  let memoryAddress = 0;
+  let program = null;  // hex FRGP from an uploaded file, else null
+
+  try {
+    const me = await api("GET", "/v1/whoami");
+    $("who").textContent = (me.operator ? "operator " : "agent ") + short(me.agent);
+  } catch (error) {
+    $("who").textContent = "token refused: " + error.message;
+    return;
+  }
+
+  $("file").addEventListener("change", async () => {
+    const file = $("file").files[0];
+    if (!file) return;
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const isFrgp = bytes.length >= 4 && String.fromCharCode(...bytes.slice(0, 4)) === "FRGP";
+    if (isFrgp) {
+      program = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+      $("source").value = `; ${file.name}: FRGP bytes (${bytes.length})`;
+    } else {
+      program = null;
+      $("source").value = new TextDecoder().decode(bytes);
+    }
+  });
+
+  function hexOf(text) {
+    return Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  async function call(method, path, body) {
+    $("run-error").textContent = "";
+    try {
+      view = await api(method, `/v1/debug/${session}${path}?memory_address=${memoryAddress}&memory_length=128`, body);
+      render();
+    } catch (error) {
+      $("run-error").textContent = error.message;
+    }
+  }
+
+  $("load").addEventListener("click", async () => {
+    $("load-error").textContent = "";
+    const body = { tick_budget: Number($("budget").value), input: hexOf($("input").value) };
+    if (program) body.program = program; else body.assembly = $("source").value;
+    try {
+      if (session) await api("DELETE", "/v1/debug/" + session).catch(() => {});
+      view = await api("POST", "/v1/debug", body);
+      session = view.session_id;
+      $("session-panel").hidden = false;
+      render();
+    } catch (error) {
+      $("load-error").textContent = error.message;
+    }
+  });
+
+  const n = () => Math.max(1, Number($("n").value) || 1);
+  $("step").addEventListener("click", () => call("POST", "/step", { count: 1 }));
+  $("step-n").addEventListener("click", () => call("POST", "/step", { count: n() }));
+  $("run").addEventListener("click", () => call("POST", "/run", { max_ticks: 10000000 }));
+  $("run-n").addEventListener("click", () => call("POST", "/run", { max_ticks: n(), breakpoints: [] }));
+  $("mem-go").addEventListener("click", () => {
+    memoryAddress = Math.max(0, Number($("mem-address").value) || 0);
+    call("GET", "");
+  });
+
+  function toggleBreakpoint(index) {
+    const set = new Set(view.breakpoints);
+    if (set.has(index)) set.delete(index); else set.add(index);
+    call("PUT", "/breakpoints", { breakpoints: [...set] });
+  }
+
+  function render() {
+    $("state").replaceChildren(kforge.badge(view.state));
+    $("stop").textContent = view.last_stop + (view.fault ? ` (${view.fault})` : "");
+    $("pc").textContent = view.pc;
+    $("ticks").textContent = `${view.ticks_used} / ${view.tick_budget}`;
+    const breakpoints = new Set(view.breakpoints);
+    const lines = view.code.map((line, index) => el("div", {
+      class: (index === view.pc ? "pc " : "") + (breakpoints.has(index) ? "bp" : ""),
+      "data-index": index, onclick: () => toggleBreakpoint(index),
+    }, `${String(index).padStart(4)}  ${line}`));
+    $("code").replaceChildren(...lines);
+    lines[view.pc]?.scrollIntoView({ block: "nearest" });
+    const changed = new Set(view.changed);
+    const shown = view.registers.map((value, index) => [index, value])
+      .filter(([index, value]) => index < 16 || value !== "0x0" || changed.has(index));
+    $("registers").replaceChildren(...shown.map(([index, value]) =>
+      el("div", { class: changed.has(index) ? "changed" : "", id: "r" + index }, `r${index} = ${value}`)));
+    $("flags").textContent = Object.entries(view.flags).map(([name, on]) => `${name}=${on ? 1 : 0}`).join("  ");
+    $("stack").textContent = view.stack.map((entry) => `${entry.address.toString(16).padStart(6, "0")}: ${entry.value}`).join("\n") || "(empty)";
+    const data = view.memory.data.match(/../g) || [];
+    const rows = [];
+    for (let at = 0; at < data.length; at += 16) {
+      const chunk = data.slice(at, at + 16);
+      const ascii = chunk.map((h) => { const c = parseInt(h, 16); return c >= 32 && c < 127 ? String.fromCharCode(c) : "."; }).join("");
+      rows.push(`${(view.memory.address + at).toString(16).padStart(6, "0")}  ${chunk.join(" ").padEnd(47)}  ${ascii}`);
+    }
+    $("memory").textContent = rows.join("\n");
+    const inbound = Object.entries(view.inbound).map(([channel, queue]) => `in  ${channel}: ${queue.length} queued ${queue.map((q) => JSON.stringify(kforge.text(q))).join(" ")}`);
+    const outbound = view.outbound.map((m) => `out ${m.channel}: ${JSON.stringify(kforge.text(m.data))}`);
+    $("channels").textContent = [...inbound, ...outbound].join("\n") || "(no queued messages)";
+    $("stdout").textContent = kforge.text(view.stdout) || "(empty)";
+  }
+})();
