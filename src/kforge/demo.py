@@ -2,12 +2,17 @@
 
 Assembles every example to FRGP bytes, disassembles one, runs them all with
 the ``kforge`` command, traces a short one, shows a fault report and the JSON
-result, and times the reference tier against the fast tier.
+result, times the reference tier against the fast tier, then starts
+``kforge serve`` and runs the examples again through a signed client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shlex
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,6 +87,73 @@ def _compare_tiers(built: dict[str, Path]) -> None:
         )
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_until_serving(url: str, server: subprocess.Popen[str], seconds: float = 30.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"kforge serve exited with status {server.returncode}")
+        try:
+            if httpx.get(f"{url}/v1/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"kforge serve did not answer at {url} within {seconds:.0f} s")
+
+
+async def _scripted_session(url: str, built: dict[str, Path]) -> None:
+    from kforge.client import Client
+    from kforge.engine import CreateSandbox
+    from kforge.server.signing import AgentKey
+
+    async with Client(url, AgentKey.generate()) as engine:
+        print(f"   agent {engine.agent_id.hex[:16]}… signed in")
+        for name, path in built.items():
+            code = await engine.put_program(load_program(str(path)))
+            request = CreateSandbox(
+                engine.agent_id, code, 65_536, 1_000_000, input=INPUTS.get(name, "").encode()
+            )
+            sandbox = await engine.create_sandbox(request)
+            await engine.exec_start(sandbox)
+            result = await engine.wait(sandbox)
+            print(
+                f"   {name:<10} sandbox {sandbox.hex[:12]}… {result.state.value:<8} "
+                f"{result.ticks_used:>7} ticks  output {result.output!r}"
+            )
+
+
+def _serve_and_script(workdir: Path, built: dict[str, Path]) -> None:
+    _heading("kforge serve: the engine over HTTP, driven by a signed client")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "kforge.cli", "serve", "--port", str(port),
+               "--data-dir", str(workdir / "data")]
+    print(f"$ kforge serve --port {port} --data-dir {workdir / 'data'}", flush=True)
+    log_path = workdir / "serve.log"
+    with (
+        log_path.open("w") as log,
+        subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True) as server,
+    ):
+        try:
+            _wait_until_serving(url, server)
+            print("".join(f"   | {line}" for line in log_path.read_text().splitlines(True)), end="")
+            asyncio.run(_scripted_session(url, built))
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
 def run_demo() -> None:
     with tempfile.TemporaryDirectory(prefix="kforge-demo-") as tmp:
         workdir = Path(tmp)
@@ -94,6 +166,7 @@ def run_demo() -> None:
         _print_trace_head(built["factorial"], 12)
         _show_fault(workdir)
         _compare_tiers(built)
+        _serve_and_script(workdir, built)
     print("\ndone.")
 
 
