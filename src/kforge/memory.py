@@ -96,5 +96,8 @@ def allocate_memory(memory_quota: int) -> Memory:
     untouched pages of a big quota cost nothing.
     """
     if memory_quota > _MAPPED_ABOVE:
+        if hasattr(mmap, "MAP_PRIVATE"):
+            # Private, not shared: reading an untouched page then costs no memory.
+            return mmap.mmap(-1, memory_quota, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         return mmap.mmap(-1, memory_quota)
     return bytearray(memory_quota)

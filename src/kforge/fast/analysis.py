@@ -1,0 +1,281 @@
+"""Basic blocks of a Forge program, as the compiler and the host both need them.
+
+A block is a run of instructions entered only at its first one (its leader) and
+charged for in one piece.  Leaders are the entry, every static jump or call
+target, every instruction after a block-ending one, and every SEND, RECV and
+POLL, which the host runs alone (a *host block*).  Blocks are also cut at
+:data:`MAX_BLOCK_LENGTH` instructions so that the host's exact path (stepping
+the reference interpreter through one block when the budget is short) stays
+short.
+
+The plan also decides which flag-setting instructions must compute their flags:
+flags are observable only when control leaves compiled code, so within a block
+only the last setter before each possible exit needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from kforge.isa import OPCODES, Instruction, Opcode, tick_cost
+
+__all__ = [
+    "ARITHMETIC_FLAG_SETTERS",
+    "HOST_OPCODES",
+    "LOGIC_FLAG_SETTERS",
+    "MAX_BLOCK_LENGTH",
+    "MAX_REGION_BLOCKS",
+    "REGISTER_FIELDS",
+    "Block",
+    "ProgramPlan",
+    "Region",
+    "plan_program",
+    "used_registers",
+]
+
+#: Longest block, in instructions; bounds the host's exact path.
+MAX_BLOCK_LENGTH: Final = 64
+# Performance note: Cranelift's time grows faster than linearly with a function's
+# size, so big programs are cut into regions of at most this many blocks, one
+# wasm function each, compiled apart (and in parallel).
+MAX_REGION_BLOCKS: Final = 128
+
+#: Instructions whose semantics live only in the reference interpreter (channels).
+HOST_OPCODES: Final = frozenset({Opcode.SEND, Opcode.RECV, Opcode.POLL})
+#: Set zero, carry and overflow from the operation.
+ARITHMETIC_FLAG_SETTERS: Final = frozenset({Opcode.ADD, Opcode.SUB, Opcode.MUL, Opcode.NEG})
+#: Set zero, clear carry and overflow.
+LOGIC_FLAG_SETTERS: Final = frozenset(
+    {
+        Opcode.DIV,
+        Opcode.MOD,
+        Opcode.AND,
+        Opcode.OR,
+        Opcode.XOR,
+        Opcode.NOT,
+        Opcode.SHL,
+        Opcode.SHR,
+    }
+)
+_FLAG_SETTERS: Final = ARITHMETIC_FLAG_SETTERS | LOGIC_FLAG_SETTERS
+_STATIC_TARGETS: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
+_ENDS_BLOCK: Final = _STATIC_TARGETS | {
+    Opcode.RET,
+    Opcode.HALT,
+    Opcode.FAULT,
+    Opcode.TICK,
+}
+#: Instructions that may leave a block in its middle (a fault) without ending it.
+_MAY_FAULT_INSIDE: Final = frozenset(
+    {
+        Opcode.DIV,
+        Opcode.MOD,
+        Opcode.LOAD,
+        Opcode.STORE,
+        Opcode.LOADW,
+        Opcode.STOREW,
+        Opcode.PUSH,
+        Opcode.POP,
+    }
+)
+_KNOWN: Final = frozenset(int(op) for op in Opcode)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Instructions ``start .. end - 1``, charged ``cost`` ticks at once on entry."""
+
+    index: int
+    start: int
+    end: int
+    cost: int
+    host: bool
+    self_loop: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Blocks ``first_block .. end_block - 1`` (instructions ``start .. end - 1``): one wasm function."""
+
+    index: int
+    first_block: int
+    end_block: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramPlan:
+    """The blocks of a program and what the compiler and host need to know of them."""
+
+    code: tuple[Instruction, ...]
+    blocks: tuple[Block, ...]
+    regions: tuple[Region, ...]
+    #: ``enterable[pc]`` is 1 when compiled code can start at ``pc`` (a compiled block's leader).
+    enterable: bytes
+    #: Block index of each leader.
+    block_at: dict[int, int]
+    #: Instructions that must compute their flags.
+    flag_materialized: frozenset[int]
+    #: Whether the program holds a TICK instruction.
+    has_tick: bool
+    #: Registers some instruction names (the only ones compiled code reads or writes).
+    used_registers: tuple[int, ...]
+
+    def block_of(self, pc: int) -> Block:
+        """The block whose leader is ``pc``."""
+        return self.blocks[self.block_at[pc]]
+
+    def region_of(self, block: Block) -> Region:
+        """The region holding ``block``."""
+        for region in self.regions:
+            if region.first_block <= block.index < region.end_block:
+                return region
+        raise ValueError(f"block {block.index} is in no region")
+
+
+#: The register fields (rd, rs1, rs2) each defined opcode uses.
+REGISTER_FIELDS: Final[dict[int, tuple[str, ...]]] = {
+    opcode: tuple(operand.field for operand in info.operands if operand.is_register)
+    for opcode, info in OPCODES.items()
+}
+
+
+def used_registers(code: tuple[Instruction, ...]) -> tuple[int, ...]:
+    """The registers named by the instructions of ``code``, ascending."""
+    used: set[int] = set()
+    for insn in code:
+        for field in REGISTER_FIELDS.get(insn.opcode, ()):
+            used.add(getattr(insn, field))
+    return tuple(sorted(used))
+
+
+def _ends_block(opcode: int) -> bool:
+    return opcode not in _KNOWN or opcode in _ENDS_BLOCK
+
+
+def _leaders(code: tuple[Instruction, ...], entry: int) -> set[int]:
+    """Every instruction where a block must start."""
+    length = len(code)
+    leaders = {0, entry}
+    for pc, insn in enumerate(code):
+        if insn.opcode in _STATIC_TARGETS and insn.imm < length:
+            leaders.add(insn.imm)
+        if insn.opcode in HOST_OPCODES:
+            leaders.add(pc)
+            leaders.add(pc + 1)
+        elif _ends_block(insn.opcode):
+            leaders.add(pc + 1)
+    leaders.discard(length)
+    return leaders
+
+
+def _split(code: tuple[Instruction, ...], leaders: set[int]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each block, cutting at leaders and at the length cap."""
+    spans = []
+    start = 0
+    for pc in range(1, len(code) + 1):
+        if pc == len(code) or pc in leaders or pc - start == MAX_BLOCK_LENGTH:
+            spans.append((start, pc))
+            start = pc
+    return spans
+
+
+def _make_block(code: tuple[Instruction, ...], index: int, start: int, end: int) -> Block:
+    host = code[start].opcode in HOST_OPCODES
+    cost = 0 if host else sum(tick_cost(code[pc].opcode) for pc in range(start, end))
+    last = code[end - 1]
+    self_loop = (
+        not host
+        and last.opcode in (Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT)
+        and last.imm == start
+    )
+    return Block(index, start, end, cost, host, self_loop)
+
+
+def _materialized_in(code: tuple[Instruction, ...], block: Block) -> list[int]:
+    """Flag setters of ``block`` whose flags can be observed.
+
+    Performance note: the others record nothing at all.
+
+    A setter's flags are observable when the block may be left after it and
+    before (or at, if it faults) the next setter; the block's end always leaves.
+    """
+    setters = [pc for pc in range(block.start, block.end) if code[pc].opcode in _FLAG_SETTERS]
+    needed = []
+    for position, pc in enumerate(setters):
+        following = setters[position + 1] if position + 1 < len(setters) else None
+        if following is None or any(
+            code[k].opcode in _MAY_FAULT_INSIDE for k in range(pc + 1, following + 1)
+        ):
+            needed.append(pc)
+    return needed
+
+
+def _boundary_crossings(code: tuple[Instruction, ...], blocks: tuple[Block, ...]) -> list[int]:
+    """For each block index k, how many static jumps cross the boundary before block k."""
+    block_index = [0] * len(code)
+    for block in blocks:
+        for pc in range(block.start, block.end):
+            block_index[pc] = block.index
+    difference = [0] * (len(blocks) + 2)
+    for pc, insn in enumerate(code):
+        if insn.opcode in _STATIC_TARGETS and insn.imm < len(code):
+            low, high = sorted((block_index[pc], block_index[insn.imm]))
+            difference[low + 1] += 1
+            difference[high + 1] -= 1
+    crossings, running = [], 0
+    for step in difference[: len(blocks) + 1]:
+        running += step
+        crossings.append(running)
+    return crossings
+
+
+def _regions(
+    code: tuple[Instruction, ...], blocks: tuple[Block, ...], max_blocks: int
+) -> tuple[Region, ...]:
+    """Cut the blocks into regions of at most ``max_blocks``, where fewest jumps cross."""
+    crossings = _boundary_crossings(code, blocks)
+    cuts, first = [], 0
+    while first < len(blocks):
+        if len(blocks) - first <= max_blocks:
+            end = len(blocks)
+        else:
+            window = range(first + (max_blocks + 1) // 2, first + max_blocks + 1)
+            end = min(window, key=lambda k: (crossings[k], -k))
+        cuts.append((first, end))
+        first = end
+    return tuple(
+        Region(index, first, end, blocks[first].start, blocks[end - 1].end)
+        for index, (first, end) in enumerate(cuts)
+    )
+
+
+def plan_program(
+    code: tuple[Instruction, ...], entry: int = 0, *, max_region_blocks: int = MAX_REGION_BLOCKS
+) -> ProgramPlan:
+    """Split ``code`` into blocks and regions and decide which flags must be computed."""
+    if max_region_blocks < 1:
+        raise ValueError(f"max_region_blocks must be at least 1, got {max_region_blocks}")
+    leaders = _leaders(code, entry)
+    blocks = tuple(
+        _make_block(code, index, start, end)
+        for index, (start, end) in enumerate(_split(code, leaders))
+    )
+    enterable = bytearray(len(code))
+    materialized: list[int] = []
+    for block in blocks:
+        if not block.host:
+            enterable[block.start] = 1
+            materialized += _materialized_in(code, block)
+    return ProgramPlan(
+        code=code,
+        blocks=blocks,
+        regions=_regions(code, blocks, max_region_blocks),
+        enterable=bytes(enterable),
+        block_at={block.start: block.index for block in blocks},
+        flag_materialized=frozenset(materialized),
+        has_tick=any(insn.opcode == Opcode.TICK for insn in code),
+        used_registers=used_registers(code),
+    )

@@ -1,0 +1,299 @@
+"""Tiers and the compile pipeline: when a machine runs compiled code and when it waits.
+
+:class:`FastTier` owns a wasmtime engine, the compiled programs (in memory, LRU
+bounded, and on disk through :class:`~kforge.fast.cache.ModuleCache`) and one
+background compile thread.  Three tiers:
+
+* ``reference``: ``Machine.run`` as it is;
+* ``fast``: compile (or fetch) the program first, then run compiled code;
+* ``auto``: run compiled code if the program is compiled already; otherwise run
+  the reference interpreter in chunks, count the ticks a program spent there and,
+  once it has spent ``warmup_ticks``, compile it in the background; switch to
+  compiled code at the first chunk boundary after the compile finished.  A cold
+  short run never waits for, nor pays for, the compiler.
+
+Chunk boundaries are invisible: a chunk stops between two instructions exactly
+where ``Machine.run`` would have gone on.  The one subtlety is ``yield_on_tick``:
+a chunk that stops on its own tick limit right after a TICK must yield, so the
+tier must know whether the last instruction run was that TICK; when the program's
+shape leaves that undecidable from the state (a jump or RET could also land
+after a TICK) the whole slice stays in the reference interpreter.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Final, Literal, TypeVar
+
+import wasmtime
+
+from kforge.core import Hash256
+from kforge.fast.analysis import MAX_REGION_BLOCKS, plan_program
+from kforge.fast.cache import ModuleCache, default_data_dir
+from kforge.fast.compiler import generate_wat
+from kforge.fast.runtime import CompiledProgram, execute, make_engine
+from kforge.isa import Instruction, Opcode
+from kforge.machine import Machine, MachineState
+from kforge.program import ForgeProgram
+
+__all__ = ["TIERS", "FastTier", "Tier"]
+
+Tier = Literal["reference", "fast", "auto"]
+_Value = TypeVar("_Value")
+TIERS: Final = ("reference", "fast", "auto")
+
+_JUMPS: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
+
+
+@dataclass(frozen=True, slots=True)
+class _TickShape:
+    """What the auto tier must know of a program's TICKs to chunk a yielding slice."""
+
+    has_tick: bool
+    #: Whether a TICK's successor can also be reached another way (then a chunk
+    #: ending there cannot tell whether the TICK just ran).
+    ambiguous: bool
+
+    @classmethod
+    def of(cls, code: tuple[Instruction, ...]) -> _TickShape:
+        ticks = [pc for pc, insn in enumerate(code) if insn.opcode == Opcode.TICK]
+        if not ticks:
+            return cls(False, False)
+        if any(insn.opcode == Opcode.RET for insn in code):
+            return cls(True, True)
+        targets = {insn.imm for insn in code if insn.opcode in _JUMPS}
+        return cls(True, any(pc + 1 in targets for pc in ticks))
+
+
+def _after_tick(code: tuple[Instruction, ...], pc: int) -> bool:
+    return 0 < pc <= len(code) and code[pc - 1].opcode == Opcode.TICK
+
+
+class FastTier:
+    """Compiled programs and the policy that runs machines on them.
+
+    ``data_dir`` holds the on-disk module cache (default ``$KFORGE_DATA_DIR`` or
+    ``~/.local/share/kforge``; ``disk_cache=False`` keeps everything in memory).
+    ``warmup_ticks``: reference ticks a program spends under ``auto`` before its
+    compile starts; ``chunk_ticks``: how often ``auto`` looks whether it landed;
+    ``max_programs``: compiled programs kept in memory (least recently used go);
+    ``max_region_blocks``: blocks per wasm function; ``engine``: a wasmtime
+    engine made by :func:`~kforge.fast.runtime.make_engine` (one is made if not
+    given).  Thread-safe; use as a context manager or call :meth:`close` to stop
+    the compile thread.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | PathLike[str] | None = None,
+        *,
+        disk_cache: bool = True,
+        warmup_ticks: int = 100_000,
+        chunk_ticks: int = 50_000,
+        max_programs: int = 256,
+        max_region_blocks: int = MAX_REGION_BLOCKS,
+        engine: wasmtime.Engine | None = None,
+    ) -> None:
+        self.engine = engine or make_engine()
+        self.max_region_blocks = max_region_blocks
+        directory = Path(data_dir) if data_dir else default_data_dir()
+        variant = f"regions={max_region_blocks}"
+        self.disk = ModuleCache(directory, variant) if disk_cache else None
+        self.warmup_ticks = warmup_ticks
+        self.chunk_ticks = max(1, chunk_ticks)
+        self.max_programs = max_programs
+        self._compiled: OrderedDict[Hash256, CompiledProgram] = OrderedDict()
+        self._pending: dict[Hash256, Future[CompiledProgram]] = {}
+        self._failed: set[Hash256] = set()
+        self._reference_ticks: dict[Hash256, int] = {}
+        self._tick_shapes: dict[Hash256, _TickShape] = {}
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._bookkeeping_limit = 16 * max_programs
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Stop the compile thread (waiting for a compile in progress); idempotent."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> FastTier:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ compiling
+
+    def compiled(self, program: ForgeProgram) -> CompiledProgram | None:
+        """The compiled program if it is ready now (in memory or just finished), else ``None``."""
+        program_id = program.program_id
+        with self._lock:
+            found = self._compiled.get(program_id)
+            if found is not None:
+                self._compiled.move_to_end(program_id)
+                return found
+            pending = self._pending.get(program_id)
+        if pending is None or not pending.done():
+            return None
+        return self._collect(program_id, pending)
+
+    def compile(self, program: ForgeProgram) -> CompiledProgram:
+        """The compiled program, compiling (or loading from disk) now if needed."""
+        ready = self.compiled(program)
+        if ready is not None:
+            return ready
+        with self._lock:
+            pending = self._pending.get(program.program_id)
+        if pending is not None:
+            result = self._collect(program.program_id, pending)
+            if result is not None:
+                return result
+        compiled = self._build(program)
+        self._remember(program.program_id, compiled)
+        return compiled
+
+    def compile_in_background(self, program: ForgeProgram) -> Future[CompiledProgram]:
+        """Start compiling ``program`` on the compile thread (once) and return its future."""
+        program_id = program.program_id
+        with self._lock:
+            pending = self._pending.get(program_id)
+            if pending is not None:
+                return pending
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="kforge-fast-compile")
+            future = self._executor.submit(self._build, program)
+            self._pending[program_id] = future
+            return future
+
+    def _build(self, program: ForgeProgram) -> CompiledProgram:
+        plan = plan_program(program.code, program.entry, max_region_blocks=self.max_region_blocks)
+        module = self.disk.load(self.engine, program.program_id) if self.disk else None
+        if module is None:
+            module = wasmtime.Module(self.engine, generate_wat(plan))
+            if self.disk:
+                self.disk.store(program.program_id, module)
+        return CompiledProgram(self.engine, module, plan, program.program_id)
+
+    def _collect(
+        self, program_id: Hash256, future: Future[CompiledProgram]
+    ) -> CompiledProgram | None:
+        """Move a finished background compile into the cache; ``None`` if it failed."""
+        with self._lock:
+            self._pending.pop(program_id, None)
+        error = future.exception()
+        if error is not None:
+            with self._lock:
+                self._failed.add(program_id)
+            return None
+        compiled = future.result()
+        self._remember(program_id, compiled)
+        return compiled
+
+    def _remember(self, program_id: Hash256, compiled: CompiledProgram) -> None:
+        with self._lock:
+            self._compiled[program_id] = compiled
+            self._compiled.move_to_end(program_id)
+            while len(self._compiled) > self.max_programs:
+                self._compiled.popitem(last=False)
+
+    # -------------------------------------------------------------------- running
+
+    def run(
+        self,
+        machine: Machine,
+        *,
+        tier: Tier = "auto",
+        max_ticks: int | None = None,
+        yield_on_tick: bool = False,
+    ) -> MachineState:
+        """Run one slice of ``machine`` on ``tier``; same contract as ``Machine.run``."""
+        if tier == "reference":
+            return machine.run(max_ticks, yield_on_tick=yield_on_tick)
+        if tier == "fast":
+            if machine.state.is_final or machine.state is MachineState.BLOCKED:
+                return machine.state  # what Machine.run does; no need to compile
+            compiled = self.compile(machine.program)
+            return execute(machine, compiled, max_ticks=max_ticks, yield_on_tick=yield_on_tick)
+        if tier == "auto":
+            return self._run_auto(machine, max_ticks, yield_on_tick)
+        raise ValueError(f"unknown tier {tier!r}: expected one of {', '.join(TIERS)}")
+
+    def _run_auto(
+        self, machine: Machine, max_ticks: int | None, yield_on_tick: bool
+    ) -> MachineState:
+        program = machine.program
+        if machine.state is MachineState.READY:
+            machine.state = MachineState.RUNNING
+        limit = None if max_ticks is None else machine.ticks_used + max_ticks
+        shape = self._tick_shape(program)
+        chunked = not (yield_on_tick and shape.ambiguous)
+        while machine.state is MachineState.RUNNING:
+            remaining = None if limit is None else limit - machine.ticks_used
+            if remaining is not None and remaining <= 0:
+                break
+            compiled = self.compiled(program)
+            if compiled is not None:
+                return execute(machine, compiled, max_ticks=remaining, yield_on_tick=yield_on_tick)
+            self._maybe_compile(program)
+            chunk = remaining if not chunked or self._given_up(program) else self._chunk(remaining)
+            before = machine.ticks_used
+            machine.run(chunk, yield_on_tick=yield_on_tick)
+            spent = machine.ticks_used - before
+            self._count_reference_ticks(program, spent)
+            if chunk is None or (yield_on_tick and self._yielded(machine, shape, spent, chunk)):
+                break
+        return machine.state
+
+    def _chunk(self, remaining: int | None) -> int:
+        return self.chunk_ticks if remaining is None else min(self.chunk_ticks, remaining)
+
+    @staticmethod
+    def _yielded(machine: Machine, shape: _TickShape, spent: int, chunk: int) -> bool:
+        """Whether a RUNNING reference chunk ended on a yielding TICK (not on its limit)."""
+        if spent < chunk:
+            return True
+        return shape.has_tick and _after_tick(machine.code, machine.pc)
+
+    def _maybe_compile(self, program: ForgeProgram) -> None:
+        program_id = program.program_id
+        with self._lock:
+            hot = self._reference_ticks.get(program_id, 0) >= self.warmup_ticks
+            wanted = hot and program_id not in self._pending and program_id not in self._failed
+        if wanted:
+            self.compile_in_background(program)
+
+    def _given_up(self, program: ForgeProgram) -> bool:
+        with self._lock:
+            return program.program_id in self._failed
+
+    def _count_reference_ticks(self, program: ForgeProgram, ticks: int) -> None:
+        with self._lock:
+            program_id = program.program_id
+            self._reference_ticks[program_id] = self._reference_ticks.get(program_id, 0) + ticks
+            _forget_oldest(self._reference_ticks, self._bookkeeping_limit)
+
+    def _tick_shape(self, program: ForgeProgram) -> _TickShape:
+        program_id = program.program_id
+        with self._lock:
+            shape = self._tick_shapes.get(program_id)
+        if shape is None:
+            shape = _TickShape.of(program.code)
+            with self._lock:
+                self._tick_shapes[program_id] = shape
+                _forget_oldest(self._tick_shapes, self._bookkeeping_limit)
+        return shape
+
+
+def _forget_oldest(table: dict[Hash256, _Value], limit: int) -> None:
+    """Keep per-program bookkeeping bounded: drop the oldest entries past ``limit``."""
+    while len(table) > limit:
+        del table[next(iter(table))]

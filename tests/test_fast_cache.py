@@ -1,0 +1,111 @@
+"""The on-disk module cache: hits skip the compiler, damaged files are rebuilt, never trusted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kforge.fast import FastTier, ModuleCache, default_data_dir
+from kforge.fast import tiering as tiering_module
+from kforge.isa import Instruction, Opcode
+from kforge.machine import Machine, MachineState
+from kforge.program import ForgeProgram
+
+PROGRAM = ForgeProgram(
+    (
+        Instruction(Opcode.LI, rd=1, imm=10),
+        Instruction(Opcode.ADD, rd=2, rs1=2, rs2=1),
+        Instruction(Opcode.HALT),
+    )
+)
+
+
+def _run_fast(tier: FastTier) -> Machine:
+    machine = Machine.load(PROGRAM)
+    tier.run(machine, tier="fast")
+    assert machine.state is MachineState.HALTED and machine.registers[2] == 10
+    return machine
+
+
+def _cache_file(data_dir: Path) -> Path:
+    files = list((data_dir / "fast-modules").glob("*.cwasm"))
+    assert len(files) == 1
+    return files[0]
+
+
+def _forbid_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> str:
+        raise AssertionError("the compiler ran although the module was cached")
+
+    monkeypatch.setattr(tiering_module, "generate_wat", refuse)
+
+
+def test_a_compiled_module_is_reused_by_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+    assert _cache_file(tmp_path).stat().st_size > 0
+    _forbid_compiling(monkeypatch)
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda blob: b"",
+        lambda blob: blob[: len(blob) // 2],
+        lambda blob: blob[:-1] + bytes([blob[-1] ^ 1]),
+        lambda blob: b"not a module at all",
+        lambda blob: b"KFWASM01" + bytes(32) + blob[40:],
+        lambda blob: blob[:40] + bytes(len(blob) - 40),
+    ],
+    ids=["empty", "truncated", "flipped-bit", "garbage", "wrong-checksum", "zeroed-payload"],
+)
+def test_a_damaged_cache_file_is_ignored_and_rebuilt(tmp_path: Path, damage: object) -> None:
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+    path = _cache_file(tmp_path)
+    good = path.read_bytes()
+    path.write_bytes(damage(good))  # type: ignore[operator]
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+    assert path.read_bytes()[:8] == good[:8]
+    with FastTier(tmp_path) as tier:  # the rebuilt file is a valid hit again
+        _run_fast(tier)
+
+
+def test_a_module_from_another_engine_configuration_is_a_miss(tmp_path: Path) -> None:
+    with FastTier(tmp_path) as tier:
+        tier.compile(PROGRAM)
+    path = _cache_file(tmp_path)
+    cache = ModuleCache(tmp_path, "another variant")
+    assert cache.path_for(PROGRAM.program_id) != path
+    with FastTier(tmp_path, max_region_blocks=3) as tier:
+        _run_fast(tier)
+    assert len(list((tmp_path / "fast-modules").glob("*.cwasm"))) == 2
+
+
+def test_an_unwritable_data_dir_only_costs_a_compile(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with FastTier(blocker / "inside") as tier:
+        _run_fast(tier)
+
+
+def test_the_data_dir_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
+    assert default_data_dir() == tmp_path
+    monkeypatch.delenv("KFORGE_DATA_DIR")
+    assert default_data_dir() == Path.home() / ".local" / "share" / "kforge"
+
+
+def test_no_disk_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
+    with FastTier(disk_cache=False) as tier:
+        _run_fast(tier)
+    assert not (tmp_path / "fast-modules").exists()

@@ -1,0 +1,173 @@
+"""Choosing the tier: reference, fast, auto; background compiles; the single entry point."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+import kforge.fast
+from kforge.fast import FastTier, run
+from kforge.fast import tiering as tiering_module
+from kforge.isa import Instruction, Opcode
+from kforge.machine import Machine, MachineState
+from kforge.program import ForgeProgram
+from test_fast_support import assert_same
+
+
+def count_program(iterations: int) -> ForgeProgram:
+    """acc += i; i += 1 while i < iterations: 3 ticks an iteration."""
+    return ForgeProgram(
+        (
+            Instruction(Opcode.LI, rd=3, imm=iterations),
+            Instruction(Opcode.LI, rd=4, imm=1),
+            Instruction(Opcode.ADD, rd=1, rs1=1, rs2=2),
+            Instruction(Opcode.ADD, rd=2, rs1=2, rs2=4),
+            Instruction(Opcode.JLT, rs1=2, rs2=3, imm=2),
+            Instruction(Opcode.HALT),
+        )
+    )
+
+
+def test_reference_tier_is_the_interpreter(tmp_path: Path) -> None:
+    with FastTier(tmp_path) as tier:
+        machine = Machine.load(count_program(10))
+        assert tier.run(machine, tier="reference") is MachineState.HALTED
+        assert tier.compiled(machine.program) is None
+    assert not (tmp_path / "fast-modules").exists()
+
+
+def test_fast_tier_compiles_first(tmp_path: Path) -> None:
+    with FastTier(tmp_path) as tier:
+        machine = Machine.load(count_program(10))
+        tier.run(machine, tier="fast")
+        assert tier.compiled(machine.program) is not None
+        assert machine.registers[1] == 45
+
+
+def test_a_cold_short_run_never_compiles(tmp_path: Path) -> None:
+    with FastTier(tmp_path, warmup_ticks=10_000) as tier:
+        machine = Machine.load(count_program(100))
+        assert tier.run(machine, tier="auto") is MachineState.HALTED
+        assert tier.compiled(machine.program) is None
+        assert not tier._pending
+    assert not (tmp_path / "fast-modules").exists()
+
+
+def test_a_hot_program_moves_to_compiled_code_mid_run() -> None:
+    iterations = 1_000_000
+    reference = Machine.load(count_program(iterations), tick_budget=10**10)
+    reference.registers[5] = 1  # unused by the program: must survive the switch untouched
+    fast = reference.copy()
+    with FastTier(disk_cache=False, warmup_ticks=1000, chunk_ticks=1000) as tier:
+        started = time.perf_counter()
+        tier.run(fast, tier="auto")
+        elapsed = time.perf_counter() - started
+        assert tier.compiled(fast.program) is not None
+    reference.run()
+    assert_same(reference, fast)
+    assert elapsed < 0.8, "3 M ticks should mostly run compiled"  # the reference needs ~1.5 s
+
+
+def test_auto_slices_switch_when_the_compile_lands() -> None:
+    program = count_program(200_000)
+    reference = Machine.load(program, tick_budget=10**9)
+    fast = Machine.load(program, tick_budget=10**9)
+    with FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=100) as tier:
+        while reference.state is not MachineState.HALTED:
+            reference.run(777)
+            tier.run(fast, tier="auto", max_ticks=777)
+            assert_same(reference, fast)
+
+
+def test_a_failing_compile_falls_back_to_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> wasmtime.Module:
+        raise wasmtime.WasmtimeError("compiler unavailable")
+
+    monkeypatch.setattr(tiering_module.wasmtime, "Module", broken)
+    program = count_program(50_000)
+    reference = Machine.load(program)
+    fast = Machine.load(program)
+    with FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=500) as tier:
+        tier.run(fast, tier="auto")
+        with pytest.raises(wasmtime.WasmtimeError):
+            tier.run(Machine.load(program), tier="fast")
+    reference.run()
+    assert_same(reference, fast)
+
+
+def test_an_unknown_tier_is_refused() -> None:
+    with FastTier(disk_cache=False) as tier, pytest.raises(ValueError, match="unknown tier"):
+        tier.run(Machine.load(count_program(1)), tier="turbo")  # type: ignore[arg-type]
+
+
+def test_the_entry_point_runs_every_tier(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(kforge.fast, "_default", None)
+    results = []
+    for tier in ("reference", "fast", "auto"):
+        machine = Machine.load(count_program(1000))
+        assert run(machine, tier=tier) is MachineState.HALTED  # type: ignore[arg-type]
+        results.append(machine.snapshot())
+    assert results[0] == results[1] == results[2]
+    default = kforge.fast.default_fast_tier()
+    assert default is kforge.fast.default_fast_tier()
+    default.close()
+
+
+def test_the_machine_keeps_its_own_memory_object() -> None:
+    machine = Machine.load(count_program(10))
+    memory = machine.memory
+    with FastTier(disk_cache=False) as tier:
+        tier.run(machine, tier="fast")
+    assert machine.memory is memory and isinstance(memory, bytearray)
+
+
+def test_machines_of_one_program_run_in_parallel_threads() -> None:
+    program = count_program(200_000)
+    machines = [Machine.load(program, tick_budget=10**9) for _ in range(8)]
+    with FastTier(disk_cache=False) as tier:
+        tier.compile(program)
+        threads = [
+            threading.Thread(target=tier.run, args=(m,), kwargs={"tier": "fast"}) for m in machines
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    expected = Machine.load(program, tick_budget=10**9)
+    expected.run()
+    for machine in machines:
+        assert_same(expected, machine)
+
+
+def test_close_is_idempotent() -> None:
+    tier = FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=10)
+    tier.run(Machine.load(count_program(1000)), tier="auto")
+    tier.close()
+    tier.close()
+
+
+def test_same_run_twice_gives_one_result() -> None:
+    """Determinism: whatever the timing of the background compile, one outcome."""
+    program = count_program(20_000)
+    outcomes = set()
+    for _ in range(5):
+        machine = Machine.load(program, tick_budget=45_000)
+        with FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=64) as tier:
+            while machine.state in (MachineState.READY, MachineState.RUNNING):
+                tier.run(machine, tier="auto", max_ticks=999, yield_on_tick=True)
+        outcomes.add(machine.snapshot())
+    assert len(outcomes) == 1
+
+
+def test_compiled_code_of_another_program_is_refused() -> None:
+    with FastTier(disk_cache=False) as tier:
+        compiled = tier.compile(count_program(10))
+        with pytest.raises(ValueError, match="not the machine's program"):
+            kforge.fast.execute(Machine.load(count_program(11)), compiled)
+        twin = Machine.load(ForgeProgram(count_program(10).code))  # equal, not identical
+        assert kforge.fast.execute(twin, compiled) is MachineState.HALTED
