@@ -151,7 +151,8 @@ async def concurrent(count: int = 256) -> float:
     async with engine(limits=limits) as forge:
         code = forge.vault.put_program(assemble(COUNT_DOWN))
         ids = [
-            await forge.create_sandbox(CreateSandbox(OWNER, code, 4096, 10_000)) for _ in range(count)
+            await forge.create_sandbox(CreateSandbox(OWNER, code, 4096, 10_000))
+            for _ in range(count)
         ]
         started = time.perf_counter()
         for sandbox in ids:
@@ -177,7 +178,9 @@ async def service_call(calls: int = 5000) -> float:
         for _ in range(calls):
             await forge.call_service(service, b"count", b"request", OWNER)
         per_call = (time.perf_counter() - started) / calls
-    machine = Machine.load(assemble(COUNTER), memory_quota=65536, tick_budget=100 * calls, grants={3})
+    machine = Machine.load(
+        assemble(COUNTER), memory_quota=65536, tick_budget=100 * calls, grants={3}
+    )
     machine.run()
     started = time.perf_counter()
     for _ in range(calls):

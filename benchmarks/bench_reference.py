@@ -52,8 +52,11 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "reference.json").write_text(
         json.dumps(
-            {"machine": platform.machine(), "python": platform.python_version(),
-             "count": {"ticks": ticks, "ticks_per_second": rate}},
+            {
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+                "count": {"ticks": ticks, "ticks_per_second": rate},
+            },
             indent=2,
         )
         + "\n"

@@ -20,7 +20,9 @@ def main() -> int:
         print(f"\n=== {script.name}", flush=True)
         started = time.perf_counter()
         status = subprocess.call([sys.executable, str(script)])
-        print(f"=== {script.name}: exit {status} in {time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"=== {script.name}: exit {status} in {time.perf_counter() - started:.1f} s", flush=True
+        )
         if status != 0:
             failures.append(script.name)
     if failures:

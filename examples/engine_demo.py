@@ -69,7 +69,9 @@ async def main() -> None:
 
         print("1. a sandbox that blocks for input, then finishes")
         code = engine.vault.put_program(assemble(ECHO_TWICE))
-        echo = await engine.create_sandbox(CreateSandbox(ALICE, code, 65536, 10_000, input=b"hello, "))
+        echo = await engine.create_sandbox(
+            CreateSandbox(ALICE, code, 65536, 10_000, input=b"hello, ")
+        )
         await engine.exec_start(echo, ALICE)
         while (await engine.sandbox_status(echo, ALICE)).state.value != "BLOCKED":
             await asyncio.sleep(0)
@@ -101,12 +103,20 @@ async def main() -> None:
         create = Envelope.build(
             MessageCode.SANDBOX_CREATE,
             ALICE,
-            {"owner": ALICE, "code": code, "memory_quota": 65536, "tick_budget": 1000, "input": b"by message"},
+            {
+                "owner": ALICE,
+                "code": code,
+                "memory_quota": 65536,
+                "tick_budget": 1000,
+                "input": b"by message",
+            },
             id=next(envelope_ids),
         )
         ack = await engine.dispatch(create)
         sandbox_id = decode_payload(ReplyCode.ACK, ack.payload)["sandbox_id"]
-        start = Envelope.build(MessageCode.EXEC_START, ALICE, {"sandbox_id": sandbox_id}, id=next(envelope_ids))
+        start = Envelope.build(
+            MessageCode.EXEC_START, ALICE, {"sandbox_id": sandbox_id}, id=next(envelope_ids)
+        )
         print(f"  EXEC_START answered {ReplyCode((await engine.dispatch(start)).code).name}")
         reply = await engine.mailbox.get(ALICE)
         values = decode_payload(reply.code, reply.payload)
@@ -117,8 +127,10 @@ async def main() -> None:
         record = await engine.run_record(echo, ALICE)
         program = engine.programs.load(record.program_id)
         report = verify_proof(proof, program, record, engine.signer.public_raw, tier="reference")
-        print(f"  trace hash {proof.trace_hash.hex[:16]}…, {len(record.deliveries)} logged deliveries,"
-              f" verified: {report.ok}")
+        print(
+            f"  trace hash {proof.trace_hash.hex[:16]}…, {len(record.deliveries)} logged deliveries,"
+            f" verified: {report.ok}"
+        )
 
         print("6. the events Alice's sandboxes published")
         for event in events.events():
@@ -134,8 +146,10 @@ async def main() -> None:
         await engine.exec_start(sandbox_id, ALICE)
         result = await engine.wait(sandbox_id)
         account = ledger.account(ALICE)
-        print(f"  ran out of ticks ({result.fault.name if result.fault else None}); "
-              f"Alice spent {account.ticks_spent} ticks and has {account.spark} Spark left")
+        print(
+            f"  ran out of ticks ({result.fault.name if result.fault else None}); "
+            f"Alice spent {account.ticks_spent} ticks and has {account.spark} Spark left"
+        )
         try:
             await engine.create_sandbox(CreateSandbox(ALICE, code, 65536, 60))
         except ForgeError as error:

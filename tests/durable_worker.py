@@ -75,7 +75,9 @@ def ack(text: str) -> None:
 
 
 async def main(data_dir: str, sandboxes: int, inputs: int, snapshot_every: int) -> None:
-    engine = Engine(data_dir=data_dir, durable=True, snapshot_every=snapshot_every, tier="reference")
+    engine = Engine(
+        data_dir=data_dir, durable=True, snapshot_every=snapshot_every, tier="reference"
+    )
     async with engine:
         code = engine.vault.put_program(assemble(PROGRAM))
         known = [info.id for info in await engine.list_sandboxes(OWNER)]
@@ -84,11 +86,19 @@ async def main(data_dir: str, sandboxes: int, inputs: int, snapshot_every: int) 
         for sandbox_id in known:
             record = await engine.run_record(sandbox_id, OWNER)
             delivered.append(sum(1 for d in record.deliveries if d.channel == 2))
-            started.append((await engine.sandbox_status(sandbox_id, OWNER)).state is not SandboxState.READY)
+            started.append(
+                (await engine.sandbox_status(sandbox_id, OWNER)).state is not SandboxState.READY
+            )
         for i in range(len(known), sandboxes):
             sandbox_id = await engine.create_sandbox(
                 CreateSandbox(
-                    OWNER, code, 65536, 10_000_000, input=b"go", grants=frozenset({3}), persistent=True
+                    OWNER,
+                    code,
+                    65536,
+                    10_000_000,
+                    input=b"go",
+                    grants=frozenset({3}),
+                    persistent=True,
                 )
             )
             ack(f"create {i}")
@@ -113,9 +123,17 @@ async def main(data_dir: str, sandboxes: int, inputs: int, snapshot_every: int) 
                 await asyncio.sleep(0)
         for i, sandbox_id in enumerate(known):
             result = await engine.wait(sandbox_id, timeout=60)
-            print(f"RESULT {i} {result.state.value} {result.ticks_used} {result.output.hex()}", flush=True)
+            print(
+                f"RESULT {i} {result.state.value} {result.ticks_used} {result.output.hex()}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
-    directory, count, inputs, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    directory, count, inputs, every = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+    )
     asyncio.run(main(directory, count, inputs, every))

@@ -147,7 +147,9 @@ def test_the_budget_is_reserved_while_running_and_settled_when_killed() -> None:
             sandbox_id = await create(engine, ECHO_TWICE, memory_quota=1024, tick_budget=5000)
             await engine.exec_start(sandbox_id, OWNER)
             assert ledger.account(OWNER).ticks_reserved == 5000
-            while (await engine.sandbox_status(sandbox_id, OWNER)).state is not SandboxState.BLOCKED:
+            while (
+                await engine.sandbox_status(sandbox_id, OWNER)
+            ).state is not SandboxState.BLOCKED:
                 await asyncio.sleep(0)
             await engine.kill_sandbox(sandbox_id, OWNER)
             account = ledger.account(OWNER)

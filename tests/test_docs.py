@@ -21,14 +21,16 @@ def _table_rows(heading: str) -> list[list[str]]:
 
 
 def test_instruction_table_matches_the_opcode_table() -> None:
-    rows = [row for row in _table_rows("## 4. Instructions") if re.fullmatch(r"[0-9A-F]{2}", row[1])]
+    rows = [
+        row for row in _table_rows("## 4. Instructions") if re.fullmatch(r"[0-9A-F]{2}", row[1])
+    ]
     documented = {int(row[1], 16): (row[0], row[2].strip("`"), int(row[3])) for row in rows}
     assert set(documented) == set(OPCODES)
     for opcode, (mnemonic, syntax, ticks) in documented.items():
         info = OPCODES[opcode]
         assert mnemonic == info.mnemonic
         assert ticks == info.ticks, mnemonic
-        operands = [part.strip() for part in syntax[len(mnemonic):].split(",") if part.strip()]
+        operands = [part.strip() for part in syntax[len(mnemonic) :].split(",") if part.strip()]
         assert len(operands) == len(info.operands), mnemonic
 
 

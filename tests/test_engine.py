@@ -72,7 +72,9 @@ def test_echo_runs_to_halted_with_its_output() -> None:
 def test_create_gives_a_ready_sandbox_with_its_info() -> None:
     async def body() -> None:
         async with open_engine() as engine:
-            sandbox_id = await create(engine, ECHO, memory_quota=4096, tick_budget=500, persistent=True)
+            sandbox_id = await create(
+                engine, ECHO, memory_quota=4096, tick_budget=500, persistent=True
+            )
             info = await engine.sandbox_status(sandbox_id, OWNER)
             assert info.id == sandbox_id and info.owner == OWNER
             assert info.state is SandboxState.READY
@@ -395,8 +397,12 @@ def test_grants_outside_3_to_7_are_refused() -> None:
         async with open_engine() as engine:
             code = await put(engine, SHORT)
             with pytest.raises(PermissionDenied, match="channel 8"):
-                await engine.create_sandbox(CreateSandbox(OWNER, code, 4096, 10, grants=frozenset({3, 8})))
-            await engine.create_sandbox(CreateSandbox(OWNER, code, 4096, 10, grants=frozenset({0, 2, 7})))
+                await engine.create_sandbox(
+                    CreateSandbox(OWNER, code, 4096, 10, grants=frozenset({3, 8}))
+                )
+            await engine.create_sandbox(
+                CreateSandbox(OWNER, code, 4096, 10, grants=frozenset({0, 2, 7}))
+            )
 
     run(body)
 
@@ -424,7 +430,9 @@ def test_memory_quota_is_checked_before_allocation() -> None:
 
 def test_sandbox_limits_total_and_per_owner() -> None:
     async def body() -> None:
-        async with open_engine(limits=EngineLimits(max_sandboxes=3, max_sandboxes_per_owner=2)) as engine:
+        async with open_engine(
+            limits=EngineLimits(max_sandboxes=3, max_sandboxes_per_owner=2)
+        ) as engine:
             first = await create(engine, SHORT)
             await create(engine, SHORT)
             with pytest.raises(TooManySandboxes, match="owner"):
@@ -543,7 +551,9 @@ def test_begin_cycle_keeps_only_persistent_sandboxes_and_charges_them() -> None:
         ledger.set_allowance(OTHER, 1000)
         ledger.credit_spark(OTHER, 4)
         async with open_engine(ledger=ledger) as engine:
-            kept = await create(engine, ECHO_TWICE, memory_quota=1024, tick_budget=10, persistent=True)
+            kept = await create(
+                engine, ECHO_TWICE, memory_quota=1024, tick_budget=10, persistent=True
+            )
             poor = await create(
                 engine, ECHO_TWICE, owner=OTHER, memory_quota=1024, tick_budget=10, persistent=True
             )

@@ -71,7 +71,9 @@ def test_link_resolve_stores_a_runnable_program_and_announces_it() -> None:
                 await engine.create_sandbox(CreateSandbox(OWNER, main, 4096, 100))
             resolved = await engine.link_resolve(main, [Import(library, (b"double",))], OWNER)
             assert resolved in engine.vault
-            assert await engine.link_resolve(main, [Import(library, (b"double",))], OWNER) == resolved
+            assert (
+                await engine.link_resolve(main, [Import(library, (b"double",))], OWNER) == resolved
+            )
             sandbox_id = await engine.create_sandbox(CreateSandbox(OWNER, resolved, 4096, 100))
             await engine.exec_start(sandbox_id, OWNER)
             assert (await engine.wait(sandbox_id, timeout=10)).output == struct.pack("<Q", 42)
@@ -126,7 +128,9 @@ def test_link_resolve_by_message() -> None:
             )
             assert reply.code == ReplyCode.LINK_RESULT
             resolved = decode_payload(ReplyCode.LINK_RESULT, reply.payload)["resolved"]
-            assert resolved == await engine.link_resolve(main, [Import(library, (b"double",))], OWNER)
+            assert resolved == await engine.link_resolve(
+                main, [Import(library, (b"double",))], OWNER
+            )
             bad = await engine.dispatch(
                 envelope(MessageCode.LINK_RESOLVE, {"program": main, "imports": []}, n=2)
             )
@@ -158,7 +162,9 @@ def test_a_proof_of_a_run_with_input_and_host_calls_verifies() -> None:
                 proof = await engine.request_proof(sandbox_id, OWNER)
                 record = await engine.run_record(sandbox_id, OWNER)
                 program = engine.programs.load(record.program_id)
-                report = verify_proof(proof, program, record, engine.signer.public_raw, tier="reference")
+                report = verify_proof(
+                    proof, program, record, engine.signer.public_raw, tier="reference"
+                )
                 assert report.ok, report.summary()
                 result = await engine.wait(sandbox_id)
                 assert proof.output == Hash256.of(result.output)
@@ -166,7 +172,12 @@ def test_a_proof_of_a_run_with_input_and_host_calls_verifies() -> None:
             events = generated.events()
             assert len(events) == 2
             assert set(events[0].payload) == {
-                "program", "input", "output", "ticks_used", "trace_hash", "forge_sig"
+                "program",
+                "input",
+                "output",
+                "ticks_used",
+                "trace_hash",
+                "forge_sig",
             }
 
     run(body)
@@ -229,7 +240,9 @@ def test_proof_request_by_message_acks_then_posts_the_proof() -> None:
             assert (posted.code, posted.reply_to) == (MessageCode.PROOF_RESULT, request.id)
             values = decode_payload(MessageCode.PROOF_RESULT, posted.payload)
             proof = ExecutionProof.from_bytes(values["proof"])
-            assert values["trace_hash"] == proof.trace_hash and values["forge_sig"] == proof.forge_sig
+            assert (
+                values["trace_hash"] == proof.trace_hash and values["forge_sig"] == proof.forge_sig
+            )
             refused = await engine.dispatch(
                 envelope(MessageCode.PROOF_REQUEST, {"sandbox_id": Hash256.of(b"x")}, n=2)
             )

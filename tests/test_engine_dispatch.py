@@ -56,7 +56,9 @@ def test_create_status_exec_and_the_later_exec_result() -> None:
     async def body() -> None:
         async with open_engine() as engine:
             sandbox_id = await create_by_message(engine, ECHO, input=b"wire", deadline_ms=5000)
-            status = await engine.dispatch(request(MessageCode.SANDBOX_STATUS, {"sandbox_id": sandbox_id}))
+            status = await engine.dispatch(
+                request(MessageCode.SANDBOX_STATUS, {"sandbox_id": sandbox_id})
+            )
             assert status.code == ReplyCode.SANDBOX_INFO and status.sender == engine.agent_id
             info = decode_payload(ReplyCode.SANDBOX_INFO, status.payload)
             assert info["id"] == sandbox_id and info["state"] == "READY" and info["owner"] == OWNER
@@ -67,7 +69,9 @@ def test_create_status_exec_and_the_later_exec_result() -> None:
             result_envelope = await asyncio.wait_for(engine.mailbox.get(OWNER), 10)
             assert result_envelope.code == MessageCode.EXEC_RESULT
             assert result_envelope.reply_to == start.id
-            result = exec_result_from_values(decode_payload(MessageCode.EXEC_RESULT, result_envelope.payload))
+            result = exec_result_from_values(
+                decode_payload(MessageCode.EXEC_RESULT, result_envelope.payload)
+            )
             assert result == await engine.wait(sandbox_id)
             assert result.output == b"wire" and result.state is SandboxState.HALTED
 
@@ -81,7 +85,11 @@ def test_a_faulted_exec_result_carries_the_fault() -> None:
             await engine.dispatch(request(MessageCode.EXEC_START, {"sandbox_id": sandbox_id}))
             envelope = await asyncio.wait_for(engine.mailbox.get(OWNER), 10)
             values = decode_payload(MessageCode.EXEC_RESULT, envelope.payload)
-            assert (values["state"], values["fault"], values["fault_detail"]) == ("FAULTED", 0xFF, 77)
+            assert (values["state"], values["fault"], values["fault_detail"]) == (
+                "FAULTED",
+                0xFF,
+                77,
+            )
             assert exec_result_from_values(values).fault is FaultCode.USER_FAULT
 
     run(body)
@@ -92,7 +100,10 @@ def test_kill_and_deliver_are_acknowledged() -> None:
         async with open_engine() as engine:
             sandbox_id = await create_by_message(engine, ECHO_TWICE, input=b"1")
             await engine.exec_start(sandbox_id, OWNER)
-            deliver = request(ExtensionCode.SANDBOX_DELIVER, {"sandbox_id": sandbox_id, "channel": 2, "data": b"2"})
+            deliver = request(
+                ExtensionCode.SANDBOX_DELIVER,
+                {"sandbox_id": sandbox_id, "channel": 2, "data": b"2"},
+            )
             assert (await engine.dispatch(deliver)).code == ReplyCode.ACK
             assert (await engine.wait(sandbox_id, timeout=10)).output == b"12"
             other = await create_by_message(engine, SHORT)
@@ -108,10 +119,21 @@ def test_kill_and_deliver_are_acknowledged() -> None:
     [
         (
             MessageCode.SERVICE_CREATE,
-            {"owner": OWNER, "sandbox": UNKNOWN, "name": b"s", "tick_budget": 1, "auto_fund": False, "endpoints": []},
+            {
+                "owner": OWNER,
+                "sandbox": UNKNOWN,
+                "name": b"s",
+                "tick_budget": 1,
+                "auto_fund": False,
+                "endpoints": [],
+            },
             ErrorCategory.INVALID_REQUEST,
         ),
-        (MessageCode.SERVICE_CALL, {"service_id": UNKNOWN, "endpoint": b"e", "data": b""}, ErrorCategory.NOT_FOUND),
+        (
+            MessageCode.SERVICE_CALL,
+            {"service_id": UNKNOWN, "endpoint": b"e", "data": b""},
+            ErrorCategory.NOT_FOUND,
+        ),
     ],
 )
 def test_service_requests_are_checked_before_anything_happens(
@@ -131,8 +153,16 @@ def test_every_error_category_reaches_the_wire() -> None:
             sandbox_id = await create_by_message(engine, SHORT, memory_quota=4096)
             await engine.kill_sandbox(sandbox_id, OWNER)
             cases = [
-                (request(MessageCode.SANDBOX_STATUS, {"sandbox_id": UNKNOWN}), ErrorCategory.NOT_FOUND, 0x0500),
-                (request(MessageCode.SANDBOX_KILL, {"sandbox_id": sandbox_id}), ErrorCategory.CONFLICT, 0x0501),
+                (
+                    request(MessageCode.SANDBOX_STATUS, {"sandbox_id": UNKNOWN}),
+                    ErrorCategory.NOT_FOUND,
+                    0x0500,
+                ),
+                (
+                    request(MessageCode.SANDBOX_KILL, {"sandbox_id": sandbox_id}),
+                    ErrorCategory.CONFLICT,
+                    0x0501,
+                ),
                 (
                     request(MessageCode.SANDBOX_STATUS, {"sandbox_id": sandbox_id}, sender=OTHER),
                     ErrorCategory.UNAUTHORIZED,
@@ -141,16 +171,30 @@ def test_every_error_category_reaches_the_wire() -> None:
                 (
                     request(
                         MessageCode.SANDBOX_CREATE,
-                        {"owner": OWNER, "code": engine.vault.put(b"FRGP junk"), "memory_quota": 64, "tick_budget": 1},
+                        {
+                            "owner": OWNER,
+                            "code": engine.vault.put(b"FRGP junk"),
+                            "memory_quota": 64,
+                            "tick_budget": 1,
+                        },
                     ),
                     ErrorCategory.INVALID_REQUEST,
                     0x0503,
                 ),
-                (raw_request(MessageCode.SANDBOX_STATUS, {"sandbox_id": 5}), ErrorCategory.INVALID_REQUEST, 0x0506),
+                (
+                    raw_request(MessageCode.SANDBOX_STATUS, {"sandbox_id": 5}),
+                    ErrorCategory.INVALID_REQUEST,
+                    0x0506,
+                ),
                 (
                     request(
                         MessageCode.SANDBOX_CREATE,
-                        {"owner": OWNER, "code": UNKNOWN, "memory_quota": 1 << 20, "tick_budget": 1},
+                        {
+                            "owner": OWNER,
+                            "code": UNKNOWN,
+                            "memory_quota": 1 << 20,
+                            "tick_budget": 1,
+                        },
                     ),
                     ErrorCategory.QUOTA_EXCEEDED,
                     0x0504,
@@ -181,8 +225,18 @@ def test_malformed_payloads_are_invalid_request_naming_the_field() -> None:
                 (raw_request(MessageCode.EXEC_START, {"sandbox_id": b"x"}), b"sandbox_id"),
                 (raw_request(MessageCode.SANDBOX_KILL, [1]), b"payload"),
                 (Envelope(UNKNOWN, OWNER, MessageCode.SANDBOX_STATUS, b"\xc1"), b"payload"),
-                (raw_request(MessageCode.LINK_RESOLVE, {"program": UNKNOWN.raw, "imports": [{"from": 1}]}), b"imports[0].from"),
-                (raw_request(ExtensionCode.SANDBOX_DELIVER, {"sandbox_id": UNKNOWN.raw, "channel": 2}), b"data"),
+                (
+                    raw_request(
+                        MessageCode.LINK_RESOLVE, {"program": UNKNOWN.raw, "imports": [{"from": 1}]}
+                    ),
+                    b"imports[0].from",
+                ),
+                (
+                    raw_request(
+                        ExtensionCode.SANDBOX_DELIVER, {"sandbox_id": UNKNOWN.raw, "channel": 2}
+                    ),
+                    b"data",
+                ),
                 (raw_request(0x0999, {}), b"envelope.code"),
                 (raw_request(MessageCode.EXEC_RESULT, {}), b"envelope.code"),
                 (raw_request(ReplyCode.ACK, {}), b"envelope.code"),
@@ -200,7 +254,9 @@ def test_creating_for_another_owner_is_unauthorized() -> None:
         async with open_engine() as engine:
             code = await put(engine, SHORT)
             payload = {"owner": OWNER, "code": code, "memory_quota": 4096, "tick_budget": 10}
-            error = error_of(await engine.dispatch(request(MessageCode.SANDBOX_CREATE, payload, sender=OTHER)))
+            error = error_of(
+                await engine.dispatch(request(MessageCode.SANDBOX_CREATE, payload, sender=OTHER))
+            )
             assert error.category is ErrorCategory.UNAUTHORIZED
 
     run(body)
@@ -222,16 +278,22 @@ def test_dispatch_bytes_answers_even_garbage() -> None:
     run(body)
 
 
-def test_an_unexpected_exception_becomes_an_internal_error_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_exception_becomes_an_internal_error_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
     async def body() -> None:
         async with open_engine() as engine:
             monkeypatch.setattr(engine, "sandbox_status", broken)
-            reply = await engine.dispatch(request(MessageCode.SANDBOX_STATUS, {"sandbox_id": UNKNOWN}))
+            reply = await engine.dispatch(
+                request(MessageCode.SANDBOX_STATUS, {"sandbox_id": UNKNOWN})
+            )
             error = error_of(reply)
-            assert error.category is ErrorCategory.INTERNAL and b"RuntimeError: a bug" in error.message
+            assert (
+                error.category is ErrorCategory.INTERNAL and b"RuntimeError: a bug" in error.message
+            )
 
     run(body)
 
@@ -242,7 +304,10 @@ def test_a_closed_engine_answers_with_an_error() -> None:
             pass
         code = UNKNOWN
         reply = await engine.dispatch(
-            request(MessageCode.SANDBOX_CREATE, {"owner": OWNER, "code": code, "memory_quota": 64, "tick_budget": 1})
+            request(
+                MessageCode.SANDBOX_CREATE,
+                {"owner": OWNER, "code": code, "memory_quota": 64, "tick_budget": 1},
+            )
         )
         assert error_of(reply).category is ErrorCategory.INTERNAL
 

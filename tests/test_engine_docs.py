@@ -38,7 +38,9 @@ def test_event_table_lists_every_kind_with_its_fields() -> None:
 
 def test_message_tables_list_every_code() -> None:
     section = _section("## 8. Messages")
-    codes = {int(row[0], 16): row[1].split()[0] for row in _rows(section) if row[0].startswith("0x05")}
+    codes = {
+        int(row[0], 16): row[1].split()[0] for row in _rows(section) if row[0].startswith("0x05")
+    }
     expected = {code.value: code.name for code in (*MessageCode, *ReplyCode, *ExtensionCode)}
     assert codes == expected
 

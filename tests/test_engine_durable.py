@@ -46,8 +46,14 @@ def test_a_restarted_engine_has_its_sandboxes_services_and_accounts(tmp_path: Pa
             )
             await engine.exec_start(echo, OWNER)
             sandbox = await engine.create_sandbox(
-                CreateSandbox(OWNER, await put(engine, COUNTER), 65536, 10_000, persistent=True,
-                              grants=frozenset({3}))
+                CreateSandbox(
+                    OWNER,
+                    await put(engine, COUNTER),
+                    65536,
+                    10_000,
+                    persistent=True,
+                    grants=frozenset({3}),
+                )
             )
             service_id = await engine.create_service(
                 Service(OWNER, sandbox, b"counter", 1000, True, (Endpoint(b"count", 3),))
@@ -87,6 +93,7 @@ def test_a_restarted_engine_has_its_sandboxes_services_and_accounts(tmp_path: Pa
 
 def test_the_log_alone_rebuilds_a_crashed_engine(tmp_path: Path) -> None:
     """An engine dropped without close (no final snapshot) is rebuilt from its log."""
+
     async def first() -> bytes:
         engine = durable(tmp_path)
         await engine.open()
@@ -181,6 +188,7 @@ def _start(data_dir: Path, sandboxes: int, inputs: int, every: int) -> subproces
 
 def _check_reflected(data_dir: Path, acked: list[str]) -> None:
     """Every acknowledged request is there after a rebuild."""
+
     async def body() -> None:
         async with durable(data_dir) as engine:
             sandboxes = await engine.list_sandboxes(durable_worker.OWNER)
@@ -202,7 +210,12 @@ def _check_reflected(data_dir: Path, acked: list[str]) -> None:
 
 
 def _crash_and_recover(
-    tmp_path: Path, seed: int, kills: int, sandboxes: int, inputs: int, every: int,
+    tmp_path: Path,
+    seed: int,
+    kills: int,
+    sandboxes: int,
+    inputs: int,
+    every: int,
     reference_ticks: str | None = None,
 ) -> None:
     rng = random.Random(seed)
@@ -216,7 +229,10 @@ def _crash_and_recover(
         out, _ = worker.communicate(timeout=30)
         acked += [line[4:] for line in out.splitlines() if line.startswith("ACK ")]
         _check_reflected(data_dir, acked)
-        if any(line.startswith("RESULT") for line in out.splitlines()) or time.monotonic() > deadline:
+        if (
+            any(line.startswith("RESULT") for line in out.splitlines())
+            or time.monotonic() > deadline
+        ):
             break
     worker = _start(data_dir, sandboxes, inputs, every)
     out, err = worker.communicate(timeout=120)
@@ -246,6 +262,11 @@ def test_repeated_random_kills_recover_to_the_uninterrupted_results(tmp_path: Pa
     ticks = _uninterrupted_ticks(tmp_path, 8, 300)
     for seed in range(3):
         _crash_and_recover(
-            tmp_path / str(seed), seed=seed, kills=6, sandboxes=8, inputs=300, every=25 + seed * 40,
+            tmp_path / str(seed),
+            seed=seed,
+            kills=6,
+            sandboxes=8,
+            inputs=300,
+            every=25 + seed * 40,
             reference_ticks=ticks,
         )

@@ -36,7 +36,9 @@ def test_a_thousand_sandboxes_run_concurrently_to_correct_results() -> None:
 
     async def body() -> None:
         slices: list[Hash256] = []
-        async with open_engine(limits=limits, on_slice=lambda sid, st, t: slices.append(sid)) as engine:
+        async with open_engine(
+            limits=limits, on_slice=lambda sid, st, t: slices.append(sid)
+        ) as engine:
             code = await put(engine, SUM_TO_N)
             ids = []
             for index in range(count):
@@ -47,7 +49,9 @@ def test_a_thousand_sandboxes_run_concurrently_to_correct_results() -> None:
             for index, sandbox_id in enumerate(ids):
                 await engine.exec_start(sandbox_id, owners[index])
             assert len(engine.scheduler) == count  # all queued at once
-            results = await asyncio.gather(*(engine.wait(sandbox_id, timeout=60) for sandbox_id in ids))
+            results = await asyncio.gather(
+                *(engine.wait(sandbox_id, timeout=60) for sandbox_id in ids)
+            )
             for index, result in enumerate(results):
                 assert result.state is SandboxState.HALTED
                 assert result.output == sum_output(index % 97 + 1)
@@ -186,12 +190,20 @@ async def _scenario(seed: int) -> tuple[list[bytes], list[object], list[object]]
         clients = {
             3: [bytes([VaultOp.GET]) + blob_id.raw, bytes([VaultOp.PUT]) + b"new"],
             4: [bytes([OracleOp.QUERY]) + b"answer", bytes([OracleOp.QUERY]) + b"none"],
-            5: [bytes([AgoraOp.PUBLISH]) + topic + b"hello", bytes([AgoraOp.READ]) + topic + bytes(8)],
-            6: [bytes([MintOp.TRANSFER]) + OTHER.raw + struct.pack("<Q", 7), bytes([MintOp.BALANCE])],
+            5: [
+                bytes([AgoraOp.PUBLISH]) + topic + b"hello",
+                bytes([AgoraOp.READ]) + topic + bytes(8),
+            ],
+            6: [
+                bytes([MintOp.TRANSFER]) + OTHER.raw + struct.pack("<Q", 7),
+                bytes([MintOp.BALANCE]),
+            ],
         }
         ids = []
         for channel, requests in clients.items():
-            ids.append(await create(engine, host_client(channel, requests), grants=frozenset({channel})))
+            ids.append(
+                await create(engine, host_client(channel, requests), grants=frozenset({channel}))
+            )
         ids.append(await create(engine, SUM_TO_N, input=sum_input(30)))
         echo = await create(engine, ECHO_TWICE, input=b"a")
         looper = await create(engine, LOOP, tick_budget=10**9)
@@ -231,14 +243,18 @@ def test_tiers_agree_through_the_engine(tmp_path, monkeypatch) -> None:  # type:
     monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
 
     async def outcome(tier: str) -> tuple[list[bytes], list[object]]:
-        async with open_engine(tier=tier, clock=ManualClock(), limits=EngineLimits(slice_ticks=100)) as engine:
+        async with open_engine(
+            tier=tier, clock=ManualClock(), limits=EngineLimits(slice_ticks=100)
+        ) as engine:
             events = engine.bus.subscribe()
             ids = [await create(engine, SUM_TO_N, input=sum_input(n)) for n in (10, 500, 3000)]
             ids.append(await create(engine, TICK_LOOP, tick_budget=5000))
             ids.append(await create(engine, LOOP, tick_budget=12_345))
             for sandbox_id in ids:
                 await engine.exec_start(sandbox_id, OWNER)
-            results: list[object] = [await engine.wait(sandbox_id, timeout=60) for sandbox_id in ids]
+            results: list[object] = [
+                await engine.wait(sandbox_id, timeout=60) for sandbox_id in ids
+            ]
             return [event.encode() for event in events.events()], results
 
     reference = run(lambda: outcome("reference"))

@@ -96,7 +96,7 @@ def test_a_service_answers_many_calls_in_order_across_cycles() -> None:
         async with open_engine() as engine:
             sub = engine.bus.subscribe([EventKind.SERVICE_CALLED, EventKind.SERVICE_COMPLETED])
             sandbox_id, service_id = await make_service(engine, tick_budget=120)
-            created = (await engine.service_info(service_id))
+            created = await engine.service_info(service_id)
             assert created.state is ServiceState.ACTIVE and created.sandbox == sandbox_id
             number = 0
             for cycle in range(4):
@@ -114,7 +114,9 @@ def test_a_service_answers_many_calls_in_order_across_cycles() -> None:
             info = await engine.service_info(service_id)
             assert info.calls_completed == 40 and info.calls_queued == 0 and not info.in_call
             status = await engine.sandbox_status(sandbox_id, OWNER)
-            assert status.state is SandboxState.BLOCKED and status.ticks_remaining == 120  # refilled by the last cycle
+            assert (
+                status.state is SandboxState.BLOCKED and status.ticks_remaining == 120
+            )  # refilled by the last cycle
             kinds = [event.kind for event in sub.events()]
             assert kinds == [EventKind.SERVICE_CALLED, EventKind.SERVICE_COMPLETED] * 40
 
@@ -167,7 +169,9 @@ def test_budget_exhaustion_inside_a_call_fails_it_clearly() -> None:
 def test_killing_the_sandbox_fails_queued_calls() -> None:
     async def body() -> None:
         async with open_engine() as engine:
-            sandbox_id, service_id = await make_service(engine, text="top: RECV 3, r1, r2, r3\n JMP top\n")
+            sandbox_id, service_id = await make_service(
+                engine, text="top: RECV 3, r1, r2, r3\n JMP top\n"
+            )
             pending = asyncio.ensure_future(engine.call_service(service_id, b"count", b"a", OTHER))
             await asyncio.sleep(0.01)
             await engine.kill_sandbox(sandbox_id, OWNER)
@@ -187,7 +191,9 @@ def test_auto_fund_charges_each_cycle_then_suspends_and_resumes_when_funded() ->
             sub = engine.bus.subscribe(
                 [ExtensionEventKind.SERVICE_SUSPENDED, ExtensionEventKind.SERVICE_RESUMED]
             )
-            sandbox_id, service_id = await make_service(engine, tick_budget=1_000, memory_quota=65536)
+            sandbox_id, service_id = await make_service(
+                engine, tick_budget=1_000, memory_quota=65536
+            )
             assert ledger.account(OWNER).spark == 10  # first cycle paid at creation
             assert ledger.account(OWNER).ticks_reserved == 1_000
             await engine.call_service(service_id, b"count", b"a", OTHER)
@@ -210,7 +216,10 @@ def test_auto_fund_charges_each_cycle_then_suspends_and_resumes_when_funded() ->
             await engine.fund_service(service_id, OWNER)
             assert (await waiting).data == counted(2, b"b")
             (resumed,) = sub.events()
-            assert resumed.kind is ExtensionEventKind.SERVICE_RESUMED and resumed.payload["cycle"] == cycle
+            assert (
+                resumed.kind is ExtensionEventKind.SERVICE_RESUMED
+                and resumed.payload["cycle"] == cycle
+            )
             assert (await engine.service_info(service_id)).state is ServiceState.ACTIVE
             await engine.fund_service(service_id, OWNER)  # already paid: nothing happens
             assert ledger.account(OWNER).spark == 0
@@ -233,7 +242,9 @@ def test_a_service_that_is_not_auto_funded_waits_for_its_owner_each_cycle() -> N
                 await engine.fund_service(service_id, OTHER)
             await engine.fund_service(service_id, OWNER)
             assert ledger.account(OWNER).spark == before - 10
-            assert (await engine.call_service(service_id, b"count", b"", OTHER)).data == counted(1, b"")
+            assert (await engine.call_service(service_id, b"count", b"", OTHER)).data == counted(
+                1, b""
+            )
 
     run(body)
 
@@ -285,7 +296,9 @@ def test_the_cycle_timer_advances_cycles() -> None:
 
 def caller_program(service_id: Hash256, endpoint: bytes, data: bytes) -> str:
     """Sends one CALL on channel 7, then copies the ack and the answer to stdout (u64 length + bytes)."""
-    request = bytes([PeerOp.CALL]) + service_id.raw + struct.pack("<H", len(endpoint)) + endpoint + data
+    request = (
+        bytes([PeerOp.CALL]) + service_id.raw + struct.pack("<H", len(endpoint)) + endpoint + data
+    )
     values = ", ".join(str(b) for b in request)
     return f"""
 .data
@@ -347,7 +360,9 @@ def test_channel_7_call_errors() -> None:
     async def body() -> None:
         async with open_engine() as engine:
             _, service_id = await make_service(engine)
-            unknown = await create(engine, caller_program(UNKNOWN, b"count", b""), grants=frozenset({7}))
+            unknown = await create(
+                engine, caller_program(UNKNOWN, b"count", b""), grants=frozenset({7})
+            )
             bad_endpoint = await create(
                 engine, caller_program(service_id, b"nope", b""), grants=frozenset({7})
             )
@@ -365,7 +380,9 @@ def test_a_failed_service_answers_a_calling_sandbox_unavailable() -> None:
     async def body() -> None:
         async with open_engine() as engine:
             _, service_id = await make_service(engine, text="RECV 3, r1, r2, r3\n FAULT 9\n")
-            caller = await create(engine, caller_program(service_id, b"count", b"x"), grants=frozenset({7}))
+            caller = await create(
+                engine, caller_program(service_id, b"count", b"x"), grants=frozenset({7})
+            )
             await engine.exec_start(caller, OWNER)
             result = await engine.wait(caller, timeout=10)
             _, answer = split(result.output)
@@ -419,8 +436,12 @@ def test_create_service_refusals() -> None:
 
             def service(sandbox: Hash256 = persistent, **changes: Any) -> Service:
                 fields: dict[str, Any] = {
-                    "owner": OWNER, "sandbox": sandbox, "name": b"s", "tick_budget": 100,
-                    "auto_fund": True, "endpoints": ep,
+                    "owner": OWNER,
+                    "sandbox": sandbox,
+                    "name": b"s",
+                    "tick_budget": 100,
+                    "auto_fund": True,
+                    "endpoints": ep,
                 }
                 fields.update(changes)
                 return Service(**fields)
@@ -435,7 +456,11 @@ def test_create_service_refusals() -> None:
                 (service(endpoints=(Endpoint(b"e", 9),)), InvalidRequest, "3..7"),
                 (service(endpoints=(Endpoint(b"e", 5),)), PermissionDenied, "not granted"),
                 (service(endpoints=(Endpoint(b"e", 3), Endpoint(b"f", 3))), InvalidRequest, "two"),
-                (service(endpoints=(Endpoint(b"e", 3), Endpoint(b"e", 4))), InvalidRequest, "twice"),
+                (
+                    service(endpoints=(Endpoint(b"e", 3), Endpoint(b"e", 4))),
+                    InvalidRequest,
+                    "twice",
+                ),
                 (service(endpoints=(Endpoint(b"", 3),)), InvalidRequest, "name"),
                 (service(tick_budget=0), InvalidRequest, "tick_budget"),
                 (service(name=b""), InvalidRequest, "name"),
@@ -505,36 +530,52 @@ def test_services_and_cycles_by_message() -> None:
         async with open_engine() as engine:
             sandbox_id = await create(engine, COUNTER, persistent=True, grants=frozenset({3}))
             values = {
-                "owner": OWNER, "sandbox": sandbox_id, "name": b"c", "tick_budget": 1000,
-                "auto_fund": True, "endpoints": [{"name": b"count", "channel": 3, "schema": b""}],
+                "owner": OWNER,
+                "sandbox": sandbox_id,
+                "name": b"c",
+                "tick_budget": 1000,
+                "auto_fund": True,
+                "endpoints": [{"name": b"count", "channel": 3, "schema": b""}],
             }
-            refused = await engine.dispatch(envelope(MessageCode.SERVICE_CREATE, values, sender=OTHER))
+            refused = await engine.dispatch(
+                envelope(MessageCode.SERVICE_CREATE, values, sender=OTHER)
+            )
             assert refused.code == ReplyCode.ERROR
             reply = await engine.dispatch(envelope(MessageCode.SERVICE_CREATE, values))
             assert reply.code == ReplyCode.ACK
             service_id = decode_payload(ReplyCode.ACK, reply.payload)["service_id"]
             call = envelope(
-                MessageCode.SERVICE_CALL, {"service_id": service_id, "endpoint": b"count", "data": b"m"},
-                sender=OTHER, n=2,
+                MessageCode.SERVICE_CALL,
+                {"service_id": service_id, "endpoint": b"count", "data": b"m"},
+                sender=OTHER,
+                n=2,
             )
             ack = await engine.dispatch(call)
             assert ack.code == ReplyCode.ACK
             answer = await asyncio.wait_for(engine.mailbox.get(OTHER), 5)
             assert answer.code == MessageCode.SERVICE_RESULT and answer.reply_to == call.id
             assert decode_payload(MessageCode.SERVICE_RESULT, answer.payload) == {
-                "service_id": service_id, "endpoint": b"count", "data": counted(1, b"m"),
+                "service_id": service_id,
+                "endpoint": b"count",
+                "data": counted(1, b"m"),
                 "ticks_used": CALL_TICKS,
             }
             advanced = await engine.dispatch(
-                envelope(ExtensionCode.CYCLE_ADVANCE, {"allowances": [{"agent": OWNER, "ticks": 5}]}, n=3)
+                envelope(
+                    ExtensionCode.CYCLE_ADVANCE, {"allowances": [{"agent": OWNER, "ticks": 5}]}, n=3
+                )
             )
             assert decode_payload(ReplyCode.ACK, advanced.payload) == {"cycle": 1}
             assert engine.ledger.account(OWNER).tick_allowance == 5
-            fund = await engine.dispatch(envelope(ExtensionCode.SERVICE_FUND, {"service_id": service_id}, n=4))
+            fund = await engine.dispatch(
+                envelope(ExtensionCode.SERVICE_FUND, {"service_id": service_id}, n=4)
+            )
             assert fund.code == ReplyCode.ACK
             await engine.kill_sandbox(sandbox_id, OWNER)
             late = envelope(
-                MessageCode.SERVICE_CALL, {"service_id": service_id, "endpoint": b"count", "data": b""}, n=5
+                MessageCode.SERVICE_CALL,
+                {"service_id": service_id, "endpoint": b"count", "data": b""},
+                n=5,
             )
             error = await engine.dispatch(late)
             assert kingdom_error_from_payload(error.payload).code == 0x0501
@@ -547,7 +588,8 @@ def test_a_failed_call_by_message_is_answered_with_an_error() -> None:
         async with open_engine() as engine:
             _, service_id = await make_service(engine, text="RECV 3, r1, r2, r3\n FAULT 1\n")
             call = envelope(
-                MessageCode.SERVICE_CALL, {"service_id": service_id, "endpoint": b"count", "data": b""}
+                MessageCode.SERVICE_CALL,
+                {"service_id": service_id, "endpoint": b"count", "data": b""},
             )
             assert (await engine.dispatch(call)).code == ReplyCode.ACK
             answer = await asyncio.wait_for(engine.mailbox.get(OWNER), 5)

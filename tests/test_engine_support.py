@@ -22,6 +22,7 @@ THIRD = AgentId(b"\x03" * 32)
 
 def run(factory: Callable[[], Awaitable[T]]) -> T:
     """Run one async test body in a fresh event loop."""
+
     async def main() -> T:
         return await factory()
 
@@ -164,7 +165,9 @@ async def create(
     )
 
 
-async def execute(engine: Engine, text: str, *, owner: AgentId = OWNER, **options: Any) -> ExecResult:
+async def execute(
+    engine: Engine, text: str, *, owner: AgentId = OWNER, **options: Any
+) -> ExecResult:
     """Create, start and wait for one sandbox."""
     sandbox_id = await create(engine, text, owner=owner, **options)
     await engine.exec_start(sandbox_id, owner)

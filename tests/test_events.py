@@ -82,7 +82,14 @@ def test_every_event_kind_has_its_seed_payload() -> None:
     assert set(EVENT_FIELDS) == {*EventKind, *ExtensionEventKind}
     assert set(PAYLOADS) == {*EventKind, *ExtensionEventKind}
     seed_fields = {
-        EventKind.SANDBOX_CREATED: {"sandbox_id", "owner", "code", "memory_quota", "tick_budget", "persistent"},
+        EventKind.SANDBOX_CREATED: {
+            "sandbox_id",
+            "owner",
+            "code",
+            "memory_quota",
+            "tick_budget",
+            "persistent",
+        },
         EventKind.SANDBOX_STARTED: {"sandbox_id", "owner"},
         EventKind.SANDBOX_HALTED: {"sandbox_id", "ticks_used", "output_hash"},
         EventKind.SANDBOX_FAULTED: {"sandbox_id", "fault", "ticks_used", "pc"},
@@ -91,7 +98,14 @@ def test_every_event_kind_has_its_seed_payload() -> None:
         EventKind.SERVICE_CREATED: {"service_id", "owner", "name", "endpoints"},
         EventKind.SERVICE_CALLED: {"service_id", "endpoint", "caller"},
         EventKind.SERVICE_COMPLETED: {"service_id", "endpoint", "ticks_used"},
-        EventKind.PROOF_GENERATED: {"program", "input", "output", "ticks_used", "trace_hash", "forge_sig"},
+        EventKind.PROOF_GENERATED: {
+            "program",
+            "input",
+            "output",
+            "ticks_used",
+            "trace_hash",
+            "forge_sig",
+        },
         EventKind.LINK_COMPLETED: {"original", "resolved", "import_count"},
     }
     for kind, fields in seed_fields.items():
@@ -128,7 +142,9 @@ def test_filters_by_kind_sandbox_and_owner() -> None:
     both = bus.subscribe([EventKind.SANDBOX_KILLED], owner=A1)
     bus.publish(EventKind.SANDBOX_STARTED, {"sandbox_id": S1, "owner": A1}, sandbox_id=S1, owner=A1)
     bus.publish(EventKind.SANDBOX_STARTED, {"sandbox_id": S2, "owner": A2}, sandbox_id=S2, owner=A2)
-    bus.publish(EventKind.SANDBOX_KILLED, {"sandbox_id": S1, "killed_by": A1}, sandbox_id=S1, owner=A1)
+    bus.publish(
+        EventKind.SANDBOX_KILLED, {"sandbox_id": S1, "killed_by": A1}, sandbox_id=S1, owner=A1
+    )
     assert [e.seq for e in everything.events()] == [1, 2, 3]
     assert [e.seq for e in started.events()] == [1, 2]
     assert [e.seq for e in second.events()] == [2]
@@ -144,7 +160,9 @@ def test_a_full_queue_drops_the_oldest_and_leaves_a_gap_marker() -> None:
     assert slow.dropped == 2 and len(slow) == 4
     items = slow.drain()
     assert items[0] == Gap(2)
-    assert [item.payload["blocked_on_channel"] for item in items[1:] if isinstance(item, Event)] == [2, 3, 4]
+    assert [
+        item.payload["blocked_on_channel"] for item in items[1:] if isinstance(item, Event)
+    ] == [2, 3, 4]
     for index in range(4):
         bus.publish(EventKind.SANDBOX_BLOCKED, {"sandbox_id": S1, "blocked_on_channel": index})
     assert slow.get_nowait() == Gap(1)

@@ -45,7 +45,9 @@ def topic(name: bytes) -> bytes:
     return struct.pack("<H", len(name)) + name
 
 
-async def call(channel: int, requests: list[bytes], **options: object) -> tuple[list[bytes], ExecResult]:
+async def call(
+    channel: int, requests: list[bytes], **options: object
+) -> tuple[list[bytes], ExecResult]:
     """Run a host client on a fresh engine; returns the replies and the result."""
     async with open_engine(**options) as engine:
         result = await execute(engine, host_client(channel, requests), grants=frozenset({channel}))
@@ -112,7 +114,11 @@ def test_vault_get_of_a_tampered_or_too_large_object_is_an_error_reply() -> None
 
 
 def test_oracle_answers_from_the_table_given_at_start() -> None:
-    requests = [bytes([OracleOp.QUERY]) + b"price", bytes([OracleOp.QUERY]) + b"nothing", bytes([2])]
+    requests = [
+        bytes([OracleOp.QUERY]) + b"price",
+        bytes([OracleOp.QUERY]) + b"nothing",
+        bytes([2]),
+    ]
     replies, _ = run(lambda: call(4, requests, oracle={b"price": b"17"}))
     assert replies[0] == reply_frame(Status.OK, OracleOp.QUERY, b"17")
     assert statuses(replies[1:]) == [Status.NOT_FOUND, Status.UNKNOWN_OP]

@@ -73,7 +73,12 @@ VALID: dict[int, dict[str, Any]] = {
         "endpoints": [{"name": b"get", "channel": 7, "schema": b""}],
     },
     MessageCode.SERVICE_CALL: {"service_id": H, "endpoint": b"get", "data": b"x"},
-    MessageCode.SERVICE_RESULT: {"service_id": H, "endpoint": b"get", "data": b"y", "ticks_used": 4},
+    MessageCode.SERVICE_RESULT: {
+        "service_id": H,
+        "endpoint": b"get",
+        "data": b"y",
+        "ticks_used": 4,
+    },
     MessageCode.LINK_RESOLVE: {"program": H, "imports": [{"from": H, "symbols": [b"f"]}]},
     ExtensionCode.SANDBOX_DELIVER: {"sandbox_id": H, "channel": 2, "data": b"x"},
     ExtensionCode.CYCLE_ADVANCE: {"allowances": [{"agent": SENDER, "ticks": 5}]},
@@ -126,19 +131,109 @@ def test_optional_fields_take_their_defaults() -> None:
         (MessageCode.SANDBOX_STATUS, {"sandbox_id": b"short"}, "sandbox_id", "32-byte"),
         (MessageCode.SANDBOX_STATUS, {"sandbox_id": "text"}, "sandbox_id", "str"),
         (MessageCode.SANDBOX_STATUS, {"sandbox_id": H.raw, "extra": 1}, "extra", "unknown field"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": -1, "tick_budget": 1}, "memory_quota", "outside"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1.5, "tick_budget": 1}, "memory_quota", "unsigned"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": True, "tick_budget": 1}, "memory_quota", "boolean"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "persistent": 1}, "persistent", "boolean"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "environment": {"k": b"v"}}, "environment key", "binary"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "environment": {b"k": 1}}, "environment[b'k']", "binary"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "grants": [300]}, "grants[0]", "outside"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "grants": 3}, "grants", "list"),
-        (MessageCode.SANDBOX_CREATE, {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "input": "text"}, "input", "binary"),
-        (MessageCode.LINK_RESOLVE, {"program": H.raw, "imports": [{"from": b"x", "symbols": []}]}, "imports[0].from", "32-byte"),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {"owner": SENDER.raw, "code": H.raw, "memory_quota": -1, "tick_budget": 1},
+            "memory_quota",
+            "outside",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1.5, "tick_budget": 1},
+            "memory_quota",
+            "unsigned",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {"owner": SENDER.raw, "code": H.raw, "memory_quota": True, "tick_budget": 1},
+            "memory_quota",
+            "boolean",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {
+                "owner": SENDER.raw,
+                "code": H.raw,
+                "memory_quota": 1,
+                "tick_budget": 1,
+                "persistent": 1,
+            },
+            "persistent",
+            "boolean",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {
+                "owner": SENDER.raw,
+                "code": H.raw,
+                "memory_quota": 1,
+                "tick_budget": 1,
+                "environment": {"k": b"v"},
+            },
+            "environment key",
+            "binary",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {
+                "owner": SENDER.raw,
+                "code": H.raw,
+                "memory_quota": 1,
+                "tick_budget": 1,
+                "environment": {b"k": 1},
+            },
+            "environment[b'k']",
+            "binary",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {
+                "owner": SENDER.raw,
+                "code": H.raw,
+                "memory_quota": 1,
+                "tick_budget": 1,
+                "grants": [300],
+            },
+            "grants[0]",
+            "outside",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 1, "grants": 3},
+            "grants",
+            "list",
+        ),
+        (
+            MessageCode.SANDBOX_CREATE,
+            {
+                "owner": SENDER.raw,
+                "code": H.raw,
+                "memory_quota": 1,
+                "tick_budget": 1,
+                "input": "text",
+            },
+            "input",
+            "binary",
+        ),
+        (
+            MessageCode.LINK_RESOLVE,
+            {"program": H.raw, "imports": [{"from": b"x", "symbols": []}]},
+            "imports[0].from",
+            "32-byte",
+        ),
         (MessageCode.LINK_RESOLVE, {"program": H.raw, "imports": [7]}, "imports[0]", "map"),
-        (MessageCode.EXEC_RESULT, {"sandbox_id": H.raw, "state": "DONE", "ticks_used": 1, "output": b"", "fault": None}, "state", "not one of"),
-        (ReplyCode.ERROR, {"code": 1, "category": "Oops", "message": b""}, "category", "not one of"),
+        (
+            MessageCode.EXEC_RESULT,
+            {"sandbox_id": H.raw, "state": "DONE", "ticks_used": 1, "output": b"", "fault": None},
+            "state",
+            "not one of",
+        ),
+        (
+            ReplyCode.ERROR,
+            {"code": 1, "category": "Oops", "message": b""},
+            "category",
+            "not one of",
+        ),
         (0x0999, {}, "envelope.code", "unknown message code"),
     ],
 )
@@ -188,7 +283,9 @@ def test_encode_payload_refuses_what_the_schema_does_not_know() -> None:
 
 
 def test_envelopes_round_trip_through_msgpack() -> None:
-    request = Envelope.build(MessageCode.SANDBOX_STATUS, SENDER, {"sandbox_id": H}, id=ID, timestamp=5)
+    request = Envelope.build(
+        MessageCode.SANDBOX_STATUS, SENDER, {"sandbox_id": H}, id=ID, timestamp=5
+    )
     assert Envelope.decode(request.encode()) == request
     assert request.values() == {"sandbox_id": H}
     reply = Envelope(ID, SENDER, ReplyCode.ACK, pack({}), 6, reply_to=H)
@@ -206,13 +303,57 @@ def test_envelope_sender_given_as_a_hash_becomes_an_agent_id() -> None:
     [
         (b"\xc1", "envelope"),
         (pack([]), "envelope"),
-        (pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": b"", "timestamp": 0, "x": 1}), "envelope.x"),
+        (
+            pack(
+                {
+                    "id": ID.raw,
+                    "sender": SENDER.raw,
+                    "code": 1,
+                    "payload": b"",
+                    "timestamp": 0,
+                    "x": 1,
+                }
+            ),
+            "envelope.x",
+        ),
         (pack({"sender": SENDER.raw, "code": 1, "payload": b"", "timestamp": 0}), "envelope.id"),
-        (pack({"id": ID.raw, "sender": b"x", "code": 1, "payload": b"", "timestamp": 0}), "envelope.sender"),
-        (pack({"id": ID.raw, "sender": SENDER.raw, "code": 1 << 16, "payload": b"", "timestamp": 0}), "envelope.code"),
-        (pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": {}, "timestamp": 0}), "envelope.payload"),
-        (pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": b"", "timestamp": -1}), "envelope.timestamp"),
-        (pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": b"", "timestamp": 0, "reply_to": 5}), "envelope.reply_to"),
+        (
+            pack({"id": ID.raw, "sender": b"x", "code": 1, "payload": b"", "timestamp": 0}),
+            "envelope.sender",
+        ),
+        (
+            pack(
+                {
+                    "id": ID.raw,
+                    "sender": SENDER.raw,
+                    "code": 1 << 16,
+                    "payload": b"",
+                    "timestamp": 0,
+                }
+            ),
+            "envelope.code",
+        ),
+        (
+            pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": {}, "timestamp": 0}),
+            "envelope.payload",
+        ),
+        (
+            pack({"id": ID.raw, "sender": SENDER.raw, "code": 1, "payload": b"", "timestamp": -1}),
+            "envelope.timestamp",
+        ),
+        (
+            pack(
+                {
+                    "id": ID.raw,
+                    "sender": SENDER.raw,
+                    "code": 1,
+                    "payload": b"",
+                    "timestamp": 0,
+                    "reply_to": 5,
+                }
+            ),
+            "envelope.reply_to",
+        ),
     ],
 )
 def test_malformed_envelopes_name_the_field(raw: bytes, field: str) -> None:
@@ -233,7 +374,9 @@ def test_malformed_envelopes_name_the_field(raw: bytes, field: str) -> None:
         ({"reply_to": b"x"}, "envelope.reply_to"),
     ],
 )
-def test_constructing_a_malformed_envelope_names_the_field(kwargs: dict[str, Any], field: str) -> None:
+def test_constructing_a_malformed_envelope_names_the_field(
+    kwargs: dict[str, Any], field: str
+) -> None:
     values: dict[str, Any] = {"id": ID, "sender": SENDER, "code": 1, "payload": b"", "timestamp": 0}
     values.update(kwargs)
     with pytest.raises(InvalidRequest) as error:

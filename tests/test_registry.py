@@ -552,8 +552,9 @@ def test_an_engine_in_trusted_only_mode_runs_trusted_programs_and_refuses_others
             assert vault.put(registry.program("echo", "1").encoded) == echo_id
             untrusted = vault.put(assemble("HALT\n").encoded)  # never proposed
             sandbox = await engine.create_sandbox(
-                CreateSandbox(owner=owner, code=echo_id, memory_quota=4096, tick_budget=100,
-                              input=b"hi")
+                CreateSandbox(
+                    owner=owner, code=echo_id, memory_quota=4096, tick_budget=100, input=b"hi"
+                )
             )
             await engine.exec_start(sandbox, owner)
             result = await engine.wait(sandbox)

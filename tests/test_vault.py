@@ -35,7 +35,9 @@ def test_a_missing_object_is_vault_fetch_failed() -> None:
 def test_a_tampered_row_is_caught_on_get() -> None:
     with Vault() as vault:
         object_id = vault.put(b"original")
-        vault.connection.execute("UPDATE objects SET data = ? WHERE id = ?", (b"forged", object_id.raw))
+        vault.connection.execute(
+            "UPDATE objects SET data = ? WHERE id = ?", (b"forged", object_id.raw)
+        )
         with pytest.raises(VaultFetchFailed, match="tampered"):
             vault.get(object_id)
 
@@ -52,7 +54,9 @@ def test_a_file_vault_persists_and_close_is_idempotent(tmp_path: Path) -> None:
         assert reopened.get(object_id) == b"kept"
 
 
-def test_the_default_vault_lives_in_the_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_vault_lives_in_the_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
     assert default_data_dir() == tmp_path
     with Vault.open_default() as vault:
@@ -95,7 +99,9 @@ def test_the_cache_refuses_missing_tampered_and_invalid_objects() -> None:
         with pytest.raises(VaultFetchFailed):
             cache.load(Hash256.of(b"none"))
         program_id = vault.put_program(assemble(SHORT))
-        vault.connection.execute("UPDATE objects SET data = ? WHERE id = ?", (b"FRGPxx", program_id.raw))
+        vault.connection.execute(
+            "UPDATE objects SET data = ? WHERE id = ?", (b"FRGPxx", program_id.raw)
+        )
         with pytest.raises(VaultFetchFailed, match="tampered"):
             cache.load(program_id)
         junk = vault.put(b"FRGP but not a program")

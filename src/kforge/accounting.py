@@ -75,7 +75,9 @@ class InsufficientResources(ForgeError):
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
 
-    def __init__(self, agent: AgentId, resource: str, needed: int, available: int, purpose: str) -> None:
+    def __init__(
+        self, agent: AgentId, resource: str, needed: int, available: int, purpose: str
+    ) -> None:
         super().__init__(
             f"insufficient {resource} for {purpose}: agent {agent} needs {needed}, has {available}"
         )
@@ -170,7 +172,9 @@ class Ledger:
 
     @property
     def cycle(self) -> int:
-        row = self.connection.execute("SELECT value FROM ledger_state WHERE key = 'cycle'").fetchone()
+        row = self.connection.execute(
+            "SELECT value FROM ledger_state WHERE key = 'cycle'"
+        ).fetchone()
         return int(row[0])
 
     # ------------------------------------------------------------------ granting
@@ -181,7 +185,8 @@ class Ledger:
         with self._transaction() as connection:
             _ensure(connection, agent)
             connection.execute(
-                "UPDATE accounts SET tick_allowance = ? WHERE agent = ?", (ticks_per_cycle, agent.raw)
+                "UPDATE accounts SET tick_allowance = ? WHERE agent = ?",
+                (ticks_per_cycle, agent.raw),
             )
 
     def credit_spark(self, agent: AgentId, amount: int) -> int:
@@ -213,7 +218,9 @@ class Ledger:
                     "UPDATE accounts SET tick_allowance = ? WHERE agent = ?", (amount, agent.raw)
                 )
             connection.execute("UPDATE ledger_state SET value = value + 1 WHERE key = 'cycle'")
-            row = connection.execute("SELECT value FROM ledger_state WHERE key = 'cycle'").fetchone()
+            row = connection.execute(
+                "SELECT value FROM ledger_state WHERE key = 'cycle'"
+            ).fetchone()
             return int(row[0])
 
     # ------------------------------------------------------------------ charging
@@ -254,7 +261,9 @@ class Ledger:
         with self._transaction() as connection:
             account = _account(connection, agent)
             if amount > account.ticks_available:
-                raise InsufficientResources(agent, "ticks", amount, account.ticks_available, purpose)
+                raise InsufficientResources(
+                    agent, "ticks", amount, account.ticks_available, purpose
+                )
             connection.execute(
                 "UPDATE accounts SET ticks_reserved = ticks_reserved + ? WHERE agent = ?",
                 (amount, agent.raw),
@@ -276,7 +285,9 @@ class Ledger:
         with self._transaction() as connection:
             account = _account(connection, agent)
             if amount > account.ticks_available:
-                raise InsufficientResources(agent, "ticks", amount, account.ticks_available, purpose)
+                raise InsufficientResources(
+                    agent, "ticks", amount, account.ticks_available, purpose
+                )
             connection.execute(
                 "UPDATE accounts SET ticks_spent = ticks_spent + ? WHERE agent = ?",
                 (amount, agent.raw),

@@ -123,8 +123,14 @@ def _build_parser() -> _Parser:
     source.add_argument("--input", default="", help="stdin text (UTF-8)")
     source.add_argument("--input-file", help="file whose bytes are stdin")
     run.add_argument("--grant", type=_channel_grant, action="append", default=[])
-    run.add_argument("--env", type=_environment_entry, action="append", default=[],
-                     metavar="KEY=VALUE", help="an environment entry (repeatable)")
+    run.add_argument(
+        "--env",
+        type=_environment_entry,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment entry (repeatable)",
+    )
     run.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
     proofs_cli.add_commands(commands)
     link_cli.add_commands(commands)

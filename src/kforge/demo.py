@@ -134,8 +134,16 @@ def _serve_and_script(workdir: Path, built: dict[str, Path]) -> None:
     _heading("kforge serve: the engine over HTTP, driven by a signed client")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "kforge.cli", "serve", "--port", str(port),
-               "--data-dir", str(workdir / "data")]
+    command = [
+        sys.executable,
+        "-m",
+        "kforge.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(workdir / "data"),
+    ]
     print(f"$ kforge serve --port {port} --data-dir {workdir / 'data'}", flush=True)
     log_path = workdir / "serve.log"
     with (

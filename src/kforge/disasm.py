@@ -21,6 +21,7 @@ from kforge.program import ForgeProgram, RelocationKind, Symbol, SymbolKind
 
 __all__ = ["disassemble", "format_instruction"]
 
+
 def _render(insn: Instruction, imm_text: str | None = None) -> str:
     """One instruction as assembly; ``imm_text`` replaces the immediate's number."""
     info = insn.info

@@ -56,6 +56,7 @@ def event_kind(value: int) -> AnyEventKind:
     except ValueError:
         return ExtensionEventKind(value)
 
+
 #: The payload fields of each event kind: the seed's §6.2, plus the extensions
 #: ``fault_name`` and ``fault_detail`` on SANDBOX_FAULTED (see docs/engine.md).
 EVENT_FIELDS: Final[dict[AnyEventKind, tuple[str, ...]]] = {
@@ -263,7 +264,9 @@ class EventBus:
     :meth:`publish`, in subscription order, without awaiting.
     """
 
-    def __init__(self, clock_ms: Callable[[], int] | None = None, default_maxsize: int = 4096) -> None:
+    def __init__(
+        self, clock_ms: Callable[[], int] | None = None, default_maxsize: int = 4096
+    ) -> None:
         self._clock_ms = clock_ms or (lambda: 0)
         self.default_maxsize = default_maxsize
         self._subscriptions: list[Subscription] = []

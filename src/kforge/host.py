@@ -235,14 +235,16 @@ class _Body:
     def end(self) -> None:
         if self.offset != len(self.body):
             raise HostError(
-                Status.MALFORMED, f"{len(self.body) - self.offset} unexpected bytes after the request"
+                Status.MALFORMED,
+                f"{len(self.body) - self.offset} unexpected bytes after the request",
             )
 
 
 def _unknown_op(request: HostRequest, names: type[IntEnum]) -> HostError:
     known = ", ".join(f"0x{op.value:02X} {op.name}" for op in names)
     return HostError(
-        Status.UNKNOWN_OP, f"op 0x{request.op:02X} is not defined on channel {request.channel} ({known})"
+        Status.UNKNOWN_OP,
+        f"op 0x{request.op:02X} is not defined on channel {request.channel} ({known})",
     )
 
 
@@ -352,7 +354,9 @@ class AgoraAdapter:
     def _topic(self, body: _Body) -> bytes:
         length = body.u16("topic length")
         if not 1 <= length <= self.max_topic:
-            raise HostError(Status.MALFORMED, f"topic length {length} is outside 1..{self.max_topic}")
+            raise HostError(
+                Status.MALFORMED, f"topic length {length} is outside 1..{self.max_topic}"
+            )
         return body.take(length, "topic")
 
     async def handle(self, request: HostRequest) -> bytes:
@@ -420,12 +424,19 @@ class MintAdapter:
 class PeerDirectory(Protocol):
     """Finds sandboxes and queues messages for them (the engine)."""
 
-    def send_to_peer(self, sender: Hash256, sender_owner: AgentId, target: Hash256, data: bytes) -> None:
+    def send_to_peer(
+        self, sender: Hash256, sender_owner: AgentId, target: Hash256, data: bytes
+    ) -> None:
         """Queue ``data`` for ``target`` or raise :class:`HostError` (NOT_FOUND, DENIED)."""
         ...
 
     def call_service_from_sandbox(
-        self, sender: Hash256, sender_owner: AgentId, service_id: Hash256, endpoint: bytes, data: bytes
+        self,
+        sender: Hash256,
+        sender_owner: AgentId,
+        service_id: Hash256,
+        endpoint: bytes,
+        data: bytes,
     ) -> int:
         """Queue a service call whose answer goes back to ``sender`` on channel 7; its ticket."""
         ...
@@ -480,7 +491,9 @@ class HostRouter:
                 raise HostError(Status.DENIED, f"channel {request.channel} is not granted")
             adapter = self.adapters.get(request.channel)
             if adapter is None:
-                raise HostError(Status.UNAVAILABLE, f"no host adapter serves channel {request.channel}")
+                raise HostError(
+                    Status.UNAVAILABLE, f"no host adapter serves channel {request.channel}"
+                )
             if not request.data:
                 raise HostError(Status.MALFORMED, "empty request: the first byte is the op")
             body = await adapter.handle(request)
@@ -495,7 +508,9 @@ class HostRouter:
             message = error.message.encode("utf-8", "replace")[: max(0, request.message_limit - 2)]
             return HostReply(error.status, reply_frame(error.status, op, message))
         except Exception as error:  # an adapter's bug must not crash the engine
-            text = f"host adapter failed: {type(error).__name__}: {error}".encode("utf-8", "replace")
+            text = f"host adapter failed: {type(error).__name__}: {error}".encode(
+                "utf-8", "replace"
+            )
             return HostReply(
                 Status.UNAVAILABLE,
                 reply_frame(Status.UNAVAILABLE, op, text[: max(0, request.message_limit - 2)]),

@@ -914,5 +914,6 @@ _HANDLERS: Final[dict[Opcode, Callable[[Machine, Instruction], None]]] = {
 
 #: Handler per opcode byte, unknown opcodes included.
 EXECUTE: Final[tuple[Callable[[Machine, Instruction], None], ...]] = tuple(
-    _HANDLERS.get(op, op_invalid) for op in range(256)  # type: ignore[call-overload]
+    _HANDLERS.get(op, op_invalid)
+    for op in range(256)  # type: ignore[call-overload]
 )

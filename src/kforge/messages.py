@@ -359,7 +359,9 @@ def _decode_map(fields: Sequence[Field], wire: Any, path: str) -> dict[str, Any]
     known = {spec.name for spec in fields}
     for key in wire:
         if not isinstance(key, str):
-            raise InvalidRequest(path or "payload", f"field names must be strings, got {_describe(key)}")
+            raise InvalidRequest(
+                path or "payload", f"field names must be strings, got {_describe(key)}"
+            )
         if key not in known:
             raise InvalidRequest(f"{prefix}{key}", "unknown field")
     values: dict[str, Any] = {}
@@ -370,8 +372,10 @@ def _decode_map(fields: Sequence[Field], wire: Any, path: str) -> dict[str, Any]
             raise InvalidRequest(f"{prefix}{spec.name}", "missing")
         elif spec.default is not OMIT:
             default = spec.default
-            values[spec.name] = list(default) if isinstance(default, list | tuple) else (
-                dict(default) if isinstance(default, dict) else default
+            values[spec.name] = (
+                list(default)
+                if isinstance(default, list | tuple)
+                else (dict(default) if isinstance(default, dict) else default)
             )
     return values
 
@@ -596,14 +600,20 @@ class Envelope:
             )
         if not isinstance(self.sender, AgentId):
             object.__setattr__(self, "sender", AgentId(self.sender.raw))
-        if isinstance(self.code, bool) or not isinstance(self.code, int) or not 0 <= self.code <= 0xFFFF:
+        if (
+            isinstance(self.code, bool)
+            or not isinstance(self.code, int)
+            or not 0 <= self.code <= 0xFFFF
+        ):
             raise InvalidRequest("envelope.code", f"expected a 16-bit code, got {self.code!r}")
         if not isinstance(self.payload, bytes):
             raise InvalidRequest(
                 "envelope.payload", f"expected bytes, got {type(self.payload).__name__}"
             )
-        if isinstance(self.timestamp, bool) or not isinstance(self.timestamp, int) or not (
-            0 <= self.timestamp < 1 << 64
+        if (
+            isinstance(self.timestamp, bool)
+            or not isinstance(self.timestamp, int)
+            or not (0 <= self.timestamp < 1 << 64)
         ):
             raise InvalidRequest("envelope.timestamp", f"expected a u64, got {self.timestamp!r}")
         if self.reply_to is not None and not isinstance(self.reply_to, Hash256):

@@ -109,9 +109,7 @@ class ForgeProgram:
     @property
     def imports(self) -> tuple[bytes, ...]:
         """Names of symbols this program needs from elsewhere (SYMBOL relocations), sorted."""
-        return tuple(
-            sorted({r.name for r in self.relocations if r.kind is RelocationKind.SYMBOL})
-        )
+        return tuple(sorted({r.name for r in self.relocations if r.kind is RelocationKind.SYMBOL}))
 
 
 def is_program_bytes(blob: bytes) -> bool:

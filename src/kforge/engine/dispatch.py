@@ -197,7 +197,9 @@ class Dispatcher:
         reply_to = envelope.id if isinstance(envelope, Envelope) else None
         try:
             if not isinstance(envelope, Envelope):
-                raise InvalidRequest("envelope", f"expected an Envelope, got {type(envelope).__name__}")
+                raise InvalidRequest(
+                    "envelope", f"expected an Envelope, got {type(envelope).__name__}"
+                )
             handler = self._handlers.get(envelope.code)
             if handler is None:
                 raise InvalidRequest(

@@ -142,7 +142,9 @@ class Journal:
     # ------------------------------------------------------------------ snapshots
 
     def save_snapshot(self, body: bytes) -> None:
-        self.connection.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?)", (self.last_seq, body))
+        self.connection.execute(
+            "INSERT OR REPLACE INTO snapshots VALUES (?, ?)", (self.last_seq, body)
+        )
         self.connection.execute(
             "DELETE FROM snapshots WHERE seq < (SELECT MAX(seq) FROM snapshots)"
         )
@@ -253,7 +255,8 @@ def take_snapshot(engine: Engine) -> bytes:
                 "scheduled": sandbox.scheduled,
                 "reserved": sandbox.reserved_ticks,
                 "access": [
-                    [agent.raw, sorted(op.value for op in ops)] for agent, ops in sandbox.access.items()
+                    [agent.raw, sorted(op.value for op in ops)]
+                    for agent, ops in sandbox.access.items()
                 ],
                 "io_log": [
                     [c.ticks_used, c.channel, c.request, c.reply, c.status, c.delivered]
@@ -355,7 +358,8 @@ class _Rebuilder:
             sandbox.scheduled = values["scheduled"]
             sandbox.reserved_ticks = values["reserved"]
             sandbox.access = {
-                AgentId(agent): frozenset(Operation(op) for op in ops) for agent, ops in values["access"]
+                AgentId(agent): frozenset(Operation(op) for op in ops)
+                for agent, ops in values["access"]
             }
             sandbox.io_log = [HostCall(*entry) for entry in values["io_log"]]
             result = values["result"]
@@ -420,7 +424,10 @@ class _Rebuilder:
         if machine is None:
             raise RebuildError(f"sandbox {sandbox.id} has no machine to advance")
         run = self.engine._run_machine
-        while machine.ticks_used < target and machine.state in (MachineState.READY, MachineState.RUNNING):
+        while machine.ticks_used < target and machine.state in (
+            MachineState.READY,
+            MachineState.RUNNING,
+        ):
             run(machine, target - machine.ticks_used)
             machine.take_outbound()
         machine.take_outbound()

@@ -111,7 +111,6 @@ _SERVICE_DOMAIN: Final = b"kforge/service/v1\0"
 SliceObserver = Callable[[Hash256, SandboxState, int], None]
 
 
-
 class ProgramGate(Protocol):
     """Decides whether a program may run; e.g. ``kforge.registry.TrustPolicy``.
 
@@ -120,6 +119,7 @@ class ProgramGate(Protocol):
     """
 
     def check_runnable(self, program_id: Hash256) -> None: ...
+
 
 class EngineStatus(Enum):
     UNOPENED = "unopened"
@@ -188,7 +188,9 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self._secret = (random_source or system_random)(32)
         self._epoch = 0
-        if self.journal is not None:  # a durable engine keeps its secret (ids, signer) across starts
+        if (
+            self.journal is not None
+        ):  # a durable engine keeps its secret (ids, signer) across starts
             stored = self.journal.meta("secret")
             if stored is None:
                 self.journal.set_meta("secret", self._secret)
@@ -393,7 +395,9 @@ class Engine:
         """
         self._require_open()
         if not isinstance(request, CreateSandbox):
-            raise InvalidRequest("request", f"expected a CreateSandbox, got {type(request).__name__}")
+            raise InvalidRequest(
+                "request", f"expected a CreateSandbox, got {type(request).__name__}"
+            )
         request.validate(self.limits.max_tick_budget)
         owner = request.owner
         limits = self.limits
@@ -409,7 +413,9 @@ class Engine:
         if request.memory_quota > limits.max_memory_quota:
             raise MemoryQuotaExceeded(request.memory_quota, limits.max_memory_quota)
         if self._live_memory + request.memory_quota > limits.max_total_memory:
-            raise MemoryQuotaExceeded(self._live_memory + request.memory_quota, limits.max_total_memory)
+            raise MemoryQuotaExceeded(
+                self._live_memory + request.memory_quota, limits.max_total_memory
+            )
         refused = sorted(set(request.grants) - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
         if refused:
             raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
@@ -421,7 +427,9 @@ class Engine:
             raise InvalidProgram(f"unresolved imports ({names}): link the program first")
         environment = encode_environment(request.environment)
         plan_layout(len(program.data), len(environment), request.memory_quota)
-        charge = self.ledger.charge_creation(owner, request.memory_quota) if self.accounting else None
+        charge = (
+            self.ledger.charge_creation(owner, request.memory_quota) if self.accounting else None
+        )
 
         sandbox = Sandbox(self._new_sandbox_id(), request)
         self._sandboxes[sandbox.id] = sandbox
@@ -530,7 +538,9 @@ class Engine:
             sandbox.notify.append(notify)
         sandbox.scheduled = True
         sandbox.deadline_at = self.clock.monotonic() + (
-            sandbox.request.deadline if sandbox.request.deadline is not None else self.limits.deadline
+            sandbox.request.deadline
+            if sandbox.request.deadline is not None
+            else self.limits.deadline
         )
         self.scheduler.watch_deadline(sandbox)
         self._log("start", id=sandbox.id.raw, deadline=True)
@@ -545,7 +555,9 @@ class Engine:
             return
         if self.accounting and reserve:
             self.ledger.reserve_ticks(
-                sandbox.owner, sandbox.request.tick_budget, f"the tick budget of sandbox {sandbox.id}"
+                sandbox.owner,
+                sandbox.request.tick_budget,
+                f"the tick budget of sandbox {sandbox.id}",
             )
             sandbox.reserved_ticks = sandbox.request.tick_budget
         sandbox.started = True
@@ -662,7 +674,9 @@ class Engine:
 
     # ------------------------------------------------------------------ input and peers
 
-    async def deliver(self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId) -> None:
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
+    ) -> None:
         """Give a sandbox input on stdin (channel 2), waking it if it waits there.
 
         Channels 3..7 carry host replies and peer messages only, so agents may
@@ -679,7 +693,8 @@ class Engine:
             raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
         if len(data) > self.limits.message_limit:
             raise InvalidRequest(
-                "data", f"{len(data)} bytes is over the message limit of {self.limits.message_limit}"
+                "data",
+                f"{len(data)} bytes is over the message limit of {self.limits.message_limit}",
             )
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "deliver")
@@ -717,7 +732,9 @@ class Engine:
             if sandbox.scheduled:
                 self.scheduler.enqueue(sandbox)
 
-    def send_to_peer(self, sender: Hash256, sender_owner: AgentId, target: Hash256, data: bytes) -> None:
+    def send_to_peer(
+        self, sender: Hash256, sender_owner: AgentId, target: Hash256, data: bytes
+    ) -> None:
         """Channel 7: queue ``data`` for ``target`` if it is live, listens on 7 and accepts the sender."""
         sandbox = self._sandboxes.get(target)
         if sandbox is None or sandbox.machine is None or sandbox.state.is_final:
@@ -730,7 +747,8 @@ class Engine:
             )
         if sender_owner != sandbox.owner and sender_owner not in sandbox.request.accept_from:
             raise HostError(
-                Status.DENIED, f"sandbox {target} does not accept messages from owner {sender_owner}"
+                Status.DENIED,
+                f"sandbox {target} does not accept messages from owner {sender_owner}",
             )
         self._deliver_machine(
             sandbox, Channel.INTER_SANDBOX, incoming_frame(sender, sender_owner, data)
@@ -794,7 +812,9 @@ class Engine:
                 output_hash=Hash256.of(output),
             )
         elif state is SandboxState.KILLED:
-            self._emit(EventKind.SANDBOX_KILLED, sandbox, sandbox_id=sandbox.id, killed_by=killed_by)
+            self._emit(
+                EventKind.SANDBOX_KILLED, sandbox, sandbox_id=sandbox.id, killed_by=killed_by
+            )
         else:
             self._emit(
                 EventKind.SANDBOX_FAULTED,
@@ -1014,17 +1034,26 @@ class Engine:
         if found is None:
             names = ", ".join(repr(e.name) for e in service.endpoints)
             raise InvalidRequest(
-                "endpoint", f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})"
+                "endpoint",
+                f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})",
             )
         if not isinstance(data, bytes | bytearray):
             raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
         if len(data) > self.limits.message_limit:
             raise InvalidRequest(
-                "data", f"{len(data)} bytes is over the message limit of {self.limits.message_limit}"
+                "data",
+                f"{len(data)} bytes is over the message limit of {self.limits.message_limit}",
             )
         self._call_counter += 1
         call = ServiceCall(
-            self._call_counter, service.id, found, bytes(data), caller, caller_sandbox, notify, future
+            self._call_counter,
+            service.id,
+            found,
+            bytes(data),
+            caller,
+            caller_sandbox,
+            notify,
+            future,
         )
         service.queue.append(call)
         self._log(
@@ -1041,13 +1070,16 @@ class Engine:
         return call
 
     def call_service_from_sandbox(
-        self, sender: Hash256, sender_owner: AgentId, service_id: Hash256, endpoint: bytes, data: bytes
+        self,
+        sender: Hash256,
+        sender_owner: AgentId,
+        service_id: Hash256,
+        endpoint: bytes,
+        data: bytes,
     ) -> int:
         """Channel 7 ``CALL``: queue the call; the answer returns to ``sender`` on channel 7."""
         try:
-            call = self._queue_call(
-                service_id, endpoint, data, sender_owner, caller_sandbox=sender
-            )
+            call = self._queue_call(service_id, endpoint, data, sender_owner, caller_sandbox=sender)
         except ServiceNotFound:
             raise HostError(Status.NOT_FOUND, f"no service {service_id}") from None
         except InvalidState as error:
@@ -1059,7 +1091,11 @@ class Engine:
 
     def _pump(self, service: ServiceRecord) -> None:
         """Deliver the next queued call when the service is funded, idle and started."""
-        if service.state is not ServiceState.ACTIVE or service.current is not None or not service.queue:
+        if (
+            service.state is not ServiceState.ACTIVE
+            or service.current is not None
+            or not service.queue
+        ):
             return
         sandbox = service.sandbox
         machine = sandbox.machine
@@ -1099,7 +1135,11 @@ class Engine:
         self._log("call_done", service=service.id.raw, number=call.number)
         self.bus.publish(
             EventKind.SERVICE_COMPLETED,
-            {"service_id": service.id, "endpoint": result.endpoint, "ticks_used": result.ticks_used},
+            {
+                "service_id": service.id,
+                "endpoint": result.endpoint,
+                "ticks_used": result.ticks_used,
+            },
             sandbox_id=service.sandbox.id,
             owner=service.owner,
         )
@@ -1133,7 +1173,9 @@ class Engine:
             else:
                 assert error is not None
                 status, ticks, body = Status.UNAVAILABLE, error.ticks_used, str(error).encode()
-            room = machine.message_limit - len(service_answer_frame(call.service_id, 0, status, 0, b""))
+            room = machine.message_limit - len(
+                service_answer_frame(call.service_id, 0, status, 0, b"")
+            )
             if len(body) > room:
                 status, body = Status.TOO_LARGE, b"the service's answer exceeds the message limit"
             frame = service_answer_frame(call.service_id, call.number, status, ticks, body[:room])
@@ -1198,7 +1240,9 @@ class Engine:
     def _fund(self, service: ServiceRecord, cycle: int, *, automatic: bool) -> None:
         """At a cycle start: pay and refill the service, or suspend it."""
         if automatic and self.accounting and not service.auto_fund:
-            self._suspend(service, cycle, "not auto-funded: the owner pays each cycle (fund_service)")
+            self._suspend(
+                service, cycle, "not auto-funded: the owner pays each cycle (fund_service)"
+            )
             return
         shortfall = self._pay_cycle(service, cycle)
         if shortfall is not None:
@@ -1418,11 +1462,20 @@ def _check_service(service: Service, max_tick_budget: int) -> None:
         raise InvalidRequest("sandbox", "expected a Hash256")
     if service.id is not None and not isinstance(service.id, Hash256):
         raise InvalidRequest("id", "expected a Hash256 or None")
-    if not isinstance(service.name, bytes | bytearray) or not 1 <= len(service.name) <= MAX_SERVICE_NAME:
+    if (
+        not isinstance(service.name, bytes | bytearray)
+        or not 1 <= len(service.name) <= MAX_SERVICE_NAME
+    ):
         raise InvalidRequest("name", f"expected 1..{MAX_SERVICE_NAME} bytes")
     budget = service.tick_budget
-    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= max_tick_budget:
-        raise InvalidRequest("tick_budget", f"expected a per-cycle allocation in 1..{max_tick_budget}")
+    if (
+        isinstance(budget, bool)
+        or not isinstance(budget, int)
+        or not 1 <= budget <= max_tick_budget
+    ):
+        raise InvalidRequest(
+            "tick_budget", f"expected a per-cycle allocation in 1..{max_tick_budget}"
+        )
     if not isinstance(service.auto_fund, bool):
         raise InvalidRequest("auto_fund", "expected a boolean")
     endpoints = tuple(service.endpoints)
@@ -1441,8 +1494,14 @@ def _check_service(service: Service, max_tick_budget: int) -> None:
         if not isinstance(endpoint.schema, bytes | bytearray):
             raise InvalidRequest(f"{path}.schema", "expected bytes")
         channel = endpoint.channel
-        if isinstance(channel, bool) or not isinstance(channel, int) or channel not in GRANTABLE_CHANNELS:
-            raise InvalidRequest(f"{path}.channel", f"expected one of channels 3..7, got {channel!r}")
+        if (
+            isinstance(channel, bool)
+            or not isinstance(channel, int)
+            or channel not in GRANTABLE_CHANNELS
+        ):
+            raise InvalidRequest(
+                f"{path}.channel", f"expected one of channels 3..7, got {channel!r}"
+            )
         if channel in channels:
             raise InvalidRequest(f"{path}.channel", f"channel {channel} serves two endpoints")
         names.add(bytes(endpoint.name))

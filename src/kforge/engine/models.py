@@ -135,7 +135,9 @@ class CreateSandbox:
         if not all(
             isinstance(channel, int) and 0 <= channel < CHANNEL_COUNT for channel in self.grants
         ):
-            raise InvalidRequest("grants", f"expected channel numbers 0..15, got {sorted(self.grants)!r}")
+            raise InvalidRequest(
+                "grants", f"expected channel numbers 0..15, got {sorted(self.grants)!r}"
+            )
         if not all(isinstance(agent, AgentId) for agent in self.accept_from):
             raise InvalidRequest("accept_from", "expected AgentIds")
         if self.deadline is not None and not (
@@ -303,7 +305,13 @@ class ServiceCallFailed(ForgeError):
     code = 0x0507
 
     def __init__(
-        self, service_id: Hash256, endpoint: bytes, reason: str, *, state: str, fault: str | None,
+        self,
+        service_id: Hash256,
+        endpoint: bytes,
+        reason: str,
+        *,
+        state: str,
+        fault: str | None,
         ticks_used: int,
     ) -> None:
         super().__init__(f"service {service_id} call to endpoint {endpoint!r} failed: {reason}")

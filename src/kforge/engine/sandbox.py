@@ -111,7 +111,9 @@ class Sandbox:
             state=self.state,
             ticks_used=ticks_used,
             ticks_remaining=max(
-                0, (machine.tick_budget if machine is not None else self.request.tick_budget) - ticks_used
+                0,
+                (machine.tick_budget if machine is not None else self.request.tick_budget)
+                - ticks_used,
             ),
             memory_used=used,
             memory_quota=self.request.memory_quota,
