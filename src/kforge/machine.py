@@ -914,6 +914,5 @@ _HANDLERS: Final[dict[Opcode, Callable[[Machine, Instruction], None]]] = {
 
 #: Handler per opcode byte, unknown opcodes included.
 EXECUTE: Final[tuple[Callable[[Machine, Instruction], None], ...]] = tuple(
-    _HANDLERS.get(op, op_invalid)
-    for op in range(256)  # type: ignore[call-overload]
+    _HANDLERS[Opcode(op)] if op in Opcode._value2member_map_ else op_invalid for op in range(256)
 )
