@@ -26,7 +26,8 @@ test-all: setup
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy src
 
 bench: setup
