@@ -7,6 +7,7 @@ run it, and read the result.  See ``docs/spec.md`` for the machine itself.
 from kforge.asm import AssemblyError, assemble
 from kforge.core import AgentId, ForgeError, Hash256, InvalidProgram, MemoryQuotaExceeded
 from kforge.disasm import disassemble
+from kforge.engine import CreateSandbox, Engine, ExecResult, SandboxState
 from kforge.isa import FaultCode, Instruction, Opcode
 from kforge.machine import Machine, MachineSnapshot, MachineState
 from kforge.program import ForgeProgram, decode_program, encode_program
@@ -14,6 +15,9 @@ from kforge.program import ForgeProgram, decode_program, encode_program
 __all__ = [
     "AgentId",
     "AssemblyError",
+    "CreateSandbox",
+    "Engine",
+    "ExecResult",
     "FaultCode",
     "ForgeError",
     "ForgeProgram",
@@ -25,6 +29,7 @@ __all__ = [
     "MachineState",
     "MemoryQuotaExceeded",
     "Opcode",
+    "SandboxState",
     "assemble",
     "decode_program",
     "disassemble",

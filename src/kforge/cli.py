@@ -13,47 +13,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kforge import link_cli, proofs_cli, registry_cli, server_cli
-from kforge.asm import assemble
+from kforge import link_cli, proofs_cli, registry_cli, sandbox_cli, server_cli
+from kforge.cli_options import CliError, add_machine_options, load_program, read_input
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
-from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
 from kforge.machine import Machine, MachineState
-from kforge.program import ForgeProgram, decode_program, is_program_bytes
 
 __all__ = ["CliError", "load_program", "main", "result_json"]
-
-TIERS = ("auto", "reference", "fast")
-
-
-class CliError(Exception):
-    """A problem with the command line or its files: reported as one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise CliError(f"{self.prog}: {message}")
-
-
-def load_program(path: str) -> ForgeProgram:
-    """Read FRGP bytes or assembly text from ``path`` (told apart by the magic)."""
-    try:
-        blob = Path(path).read_bytes()
-    except OSError as error:
-        raise CliError(f"{path}: cannot read: {error.strerror or error}") from None
-    if is_program_bytes(blob):
-        try:
-            return decode_program(blob)
-        except ForgeError as error:
-            raise CliError(f"{path}: {error}") from None
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CliError(
-            f"{path}: neither FRGP bytes nor UTF-8 assembly text "
-            f"(invalid UTF-8 at byte {error.start})"
-        ) from None
-    return assemble(text, path)
+        command = self.prog.partition(" ")[2]  # "kforge sandbox status" -> "sandbox status"
+        raise CliError(f"{command}: {message}" if command else message)
 
 
 def result_json(machine: Machine) -> dict[str, Any]:
@@ -77,31 +49,6 @@ def result_json(machine: Machine) -> dict[str, Any]:
     }
 
 
-def _u64(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= value <= WORD_MASK:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0..2^64-1")
-    return value
-
-
-def _channel_grant(text: str) -> int:
-    value = _u64(text)
-    if value not in GRANTABLE_CHANNELS:
-        raise argparse.ArgumentTypeError(f"channel {value} cannot be granted (only 3..7)")
-    return value
-
-
-def _environment_entry(text: str) -> tuple[bytes, bytes]:
-    key, separator, value = text.partition("=")
-    if not separator:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    # Like --input: bytes that were not UTF-8 on the command line come back as themselves.
-    return key.encode("utf-8", "surrogateescape"), value.encode("utf-8", "surrogateescape")
-
-
 def _build_parser() -> _Parser:
     parser = _Parser(prog="kforge", description="Forge machine tools")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -117,36 +64,13 @@ def _build_parser() -> _Parser:
     run.add_argument("file")
     run.add_argument("--json", action="store_true", help="print the result as one JSON object")
     run.add_argument("--trace", action="store_true", help="print each executed instruction")
-    run.add_argument("--ticks", type=_u64, default=1_000_000, help="tick budget")
-    run.add_argument("--memory", type=_u64, default=65_536, help="memory quota in bytes")
-    source = run.add_mutually_exclusive_group()
-    source.add_argument("--input", default="", help="stdin text (UTF-8)")
-    source.add_argument("--input-file", help="file whose bytes are stdin")
-    run.add_argument("--grant", type=_channel_grant, action="append", default=[])
-    run.add_argument(
-        "--env",
-        type=_environment_entry,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an environment entry (repeatable)",
-    )
-    run.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
+    add_machine_options(run)
     proofs_cli.add_commands(commands)
     link_cli.add_commands(commands)
     registry_cli.add_commands(commands)
     server_cli.add_commands(commands)
+    sandbox_cli.add_commands(commands)
     return parser
-
-
-def _read_input(args: argparse.Namespace) -> bytes:
-    if args.input_file is None:
-        data: bytes = args.input.encode("utf-8", "surrogateescape")
-        return data
-    try:
-        return Path(args.input_file).read_bytes()
-    except OSError as error:
-        raise CliError(f"{args.input_file}: cannot read: {error.strerror or error}") from None
 
 
 def _execute(machine: Machine, tier: str) -> None:
@@ -234,7 +158,7 @@ def _command_run(args: argparse.Namespace) -> int:
         program,
         memory_quota=args.memory,
         tick_budget=args.ticks,
-        input=_read_input(args),
+        input=read_input(args),
         environment=dict(args.env),
         grants=args.grant,
     )

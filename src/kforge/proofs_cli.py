@@ -15,7 +15,15 @@ from typing import Any, Final
 
 import msgpack
 
-from kforge.core import ForgeError
+from kforge.cli_options import (
+    TIERS,
+    CliError,
+    add_machine_options,
+    load_program,
+    read_bytes,
+    read_input,
+    u64,
+)
 from kforge.keys import load_or_create_key, parse_public_key
 from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, ExecutionProof, generate_proof, verify_proof
 from kforge.replay import RunRecord
@@ -23,30 +31,6 @@ from kforge.replay import RunRecord
 __all__ = ["BUNDLE_VERSION", "add_commands", "command_keys", "command_prove", "command_verify"]
 
 BUNDLE_VERSION: Final = 1
-
-
-def _u64(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not 0 <= value < 1 << 64:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0..2^64-1")
-    return value
-
-
-def _grant(text: str) -> int:
-    value = _u64(text)
-    if not 3 <= value <= 7:
-        raise argparse.ArgumentTypeError(f"channel {value} cannot be granted (only 3..7)")
-    return value
-
-
-def _environment_entry(text: str) -> tuple[bytes, bytes]:
-    key, separator, value = text.partition("=")
-    if not separator:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.encode(), value.encode()
 
 
 def add_commands(subparsers: Any) -> None:
@@ -57,27 +41,13 @@ def add_commands(subparsers: Any) -> None:
     prove = subparsers.add_parser("prove", help="run a program and write a signed proof")
     prove.add_argument("file")
     prove.add_argument("-o", "--output", required=True, help="where to write the proof bundle")
-    prove.add_argument("--ticks", type=_u64, default=1_000_000, help="tick budget")
-    prove.add_argument("--memory", type=_u64, default=65_536, help="memory quota in bytes")
-    source = prove.add_mutually_exclusive_group()
-    source.add_argument("--input", default="", help="stdin text (UTF-8)")
-    source.add_argument("--input-file", help="file whose bytes are stdin")
-    prove.add_argument("--grant", type=_grant, action="append", default=[])
-    prove.add_argument(
-        "--env",
-        type=_environment_entry,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an environment entry (repeatable)",
-    )
+    add_machine_options(prove)
     prove.add_argument(
         "--sample-interval",
-        type=_u64,
+        type=u64,
         default=DEFAULT_SAMPLE_INTERVAL,
         help="K, ticks per sample",
     )
-    prove.add_argument("--tier", choices=("auto", "reference", "fast"), default="auto")
     prove.add_argument("--data-dir", help="where the node key lives")
     prove.set_defaults(handler=command_prove)
 
@@ -85,7 +55,7 @@ def add_commands(subparsers: Any) -> None:
     verify.add_argument("proof")
     verify.add_argument("file")
     verify.add_argument("--public-key", help="expected signer: 64 hex digits or a key file")
-    verify.add_argument("--tier", choices=("auto", "reference", "fast"), default="auto")
+    verify.add_argument("--tier", choices=TIERS, default="auto")
     verify.set_defaults(handler=command_verify)
 
     keys = subparsers.add_parser("keys", help="print the node's public key")
@@ -94,34 +64,12 @@ def add_commands(subparsers: Any) -> None:
     keys.set_defaults(handler=command_keys)
 
 
-def _cli_error(message: str) -> Exception:
-    from kforge.cli import CliError  # here, not at the top: kforge.cli imports this module
-
-    return CliError(message)
-
-
-def _read_bytes(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as error:
-        raise _cli_error(f"{path}: cannot read: {error.strerror or error}") from None
-
-
-def _read_input(args: argparse.Namespace) -> bytes:
-    if args.input_file is not None:
-        return _read_bytes(args.input_file)
-    data: bytes = args.input.encode("utf-8", "surrogateescape")
-    return data
-
-
 def command_prove(args: argparse.Namespace) -> int:
     """``kforge prove FILE -o PROOF``: run, sign, write the bundle; exit 0."""
-    from kforge.cli import load_program
-
     program = load_program(args.file)
     record = RunRecord.create(
         program,
-        input=_read_input(args),
+        input=read_input(args),
         environment=dict(args.env),
         grants=args.grant,
         memory_quota=args.memory,
@@ -136,7 +84,7 @@ def command_prove(args: argparse.Namespace) -> int:
     try:
         Path(args.output).write_bytes(bundle)
     except OSError as error:
-        raise _cli_error(f"{args.output}: cannot write: {error.strerror or error}") from None
+        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
     sys.stdout.write(
         f"{proof.final_state} after {proof.ticks_used} ticks; trace {proof.trace_hash}; "
         f"signed by {key.public_hex}\n"
@@ -146,25 +94,20 @@ def command_prove(args: argparse.Namespace) -> int:
 
 def read_bundle(path: str) -> tuple[ExecutionProof, RunRecord]:
     """The proof and run record in a bundle file; raises ``CliError`` or ``ForgeError``."""
+    blob = read_bytes(path)
     try:
-        body = msgpack.unpackb(_read_bytes(path), raw=False)
-    except ForgeError:
-        raise
-    except Exception as error:
-        if type(error).__name__ == "CliError":
-            raise
-        raise _cli_error(f"{path}: not a proof bundle ({type(error).__name__})") from None
+        body = msgpack.unpackb(blob, raw=False)
+    except Exception as error:  # msgpack raises several unrelated types for bad bytes
+        raise CliError(f"{path}: not a proof bundle ({type(error).__name__})") from None
     if not (isinstance(body, list) and len(body) == 3 and body[0] == BUNDLE_VERSION):
-        raise _cli_error(f"{path}: not a version {BUNDLE_VERSION} proof bundle")
+        raise CliError(f"{path}: not a version {BUNDLE_VERSION} proof bundle")
     if not isinstance(body[1], bytes) or not isinstance(body[2], bytes):
-        raise _cli_error(f"{path}: proof bundle parts are not byte strings")
+        raise CliError(f"{path}: proof bundle parts are not byte strings")
     return ExecutionProof.from_bytes(body[1]), RunRecord.from_bytes(body[2])
 
 
 def command_verify(args: argparse.Namespace) -> int:
     """``kforge verify PROOF FILE``: print OK (exit 0) or the first divergence (exit 1)."""
-    from kforge.cli import load_program
-
     proof, record = read_bundle(args.proof)
     program = load_program(args.file)
     public_key: Any = parse_public_key(args.public_key) if args.public_key else proof.forge_key

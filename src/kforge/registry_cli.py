@@ -34,7 +34,7 @@ POLICY_FILE_NAME = "registry-policy.toml"
 
 
 def _cli_error(message: str) -> Exception:
-    from kforge.cli import CliError  # here, not at the top: kforge.cli imports this module
+    from kforge.cli_options import CliError
 
     return CliError(message)
 
