@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Final
 
 from kforge.core import AgentId, ErrorCategory, ForgeError, KingdomError
-from kforge.storage import MEMORY, connect_sqlite, default_data_dir
+from kforge.storage import MEMORY, SqliteStore, default_data_dir
 
 __all__ = [
     "BYTES_PER_SPARK",
@@ -121,7 +119,7 @@ class CreationCharge:
     spark: int
 
 
-class Ledger:
+class Ledger(SqliteStore):
     """Tick allowances and Spark balances, persisted in SQLite.
 
     ``Ledger()`` keeps everything in memory; :meth:`open_default` uses
@@ -129,34 +127,18 @@ class Ledger:
     transaction.  A context manager; :meth:`close` is idempotent.
     """
 
+    what = "ledger"
+
     def __init__(self, path: str | Path = MEMORY) -> None:
-        self.path = str(path)
-        self._connection: sqlite3.Connection | None = connect_sqlite(path)
+        super().__init__(path)
         for statement in _SCHEMA:
-            self._connection.execute(statement)
-        self._connection.execute("INSERT OR IGNORE INTO ledger_state VALUES ('cycle', 0)")
+            self.connection.execute(statement)
+        self.connection.execute("INSERT OR IGNORE INTO ledger_state VALUES ('cycle', 0)")
 
     @classmethod
     def open_default(cls, data_dir: str | os.PathLike[str] | None = None) -> Ledger:
         folder = Path(data_dir) if data_dir is not None else default_data_dir()
         return cls(folder / "ledger.sqlite3")
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise ValueError("the ledger is closed")
-        return self._connection
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        connection = self.connection
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield connection
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
 
     # ------------------------------------------------------------------ reading
 
@@ -182,7 +164,7 @@ class Ledger:
     def set_allowance(self, agent: AgentId, ticks_per_cycle: int) -> None:
         """Give ``agent`` ``ticks_per_cycle`` ticks for this cycle and the next ones."""
         _check_amount(ticks_per_cycle, "ticks_per_cycle")
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             _ensure(connection, agent)
             connection.execute(
                 "UPDATE accounts SET tick_allowance = ? WHERE agent = ?",
@@ -192,7 +174,7 @@ class Ledger:
     def credit_spark(self, agent: AgentId, amount: int) -> int:
         """Add ``amount`` Spark to ``agent``; returns the new balance."""
         _check_amount(amount, "amount")
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             balance = _spark(connection, agent)
             if balance + amount > _MAX_AMOUNT:
                 raise ValueError("balance would overflow")
@@ -210,7 +192,7 @@ class Ledger:
         """
         for amount in (allowances or {}).values():
             _check_amount(amount, "allowance")
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             connection.execute("UPDATE accounts SET ticks_spent = 0")
             for agent, amount in (allowances or {}).items():
                 _ensure(connection, agent)
@@ -231,7 +213,7 @@ class Ledger:
         Both are checked before either is taken; raises :class:`InsufficientResources`.
         """
         spark = creation_spark(memory_quota)
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             account = _account(connection, agent)
             if account.ticks_available < CREATE_TICKS:
                 raise InsufficientResources(
@@ -249,7 +231,7 @@ class Ledger:
 
     def refund_creation(self, charge: CreationCharge) -> None:
         """Give back a creation charge (the creation failed after charging)."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             connection.execute(
                 "UPDATE accounts SET ticks_spent = MAX(0, ticks_spent - ?), spark = spark + ? "
                 "WHERE agent = ?",
@@ -258,7 +240,7 @@ class Ledger:
 
     def reserve_ticks(self, agent: AgentId, amount: int, purpose: str = "execution") -> None:
         """Set aside ``amount`` ticks of the allowance; raises :class:`InsufficientResources`."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             account = _account(connection, agent)
             if amount > account.ticks_available:
                 raise InsufficientResources(
@@ -272,7 +254,7 @@ class Ledger:
     def settle_ticks(self, agent: AgentId, reserved: int, used: int) -> None:
         """End a reservation of ``reserved`` ticks of which ``used`` were spent; the rest is freed."""
         used = min(used, reserved)
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             _ensure(connection, agent)
             connection.execute(
                 "UPDATE accounts SET ticks_reserved = MAX(0, ticks_reserved - ?), "
@@ -282,7 +264,7 @@ class Ledger:
 
     def charge_ticks(self, agent: AgentId, amount: int, purpose: str) -> None:
         """Spend ``amount`` ticks of the allowance at once (linking, proofs)."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             account = _account(connection, agent)
             if amount > account.ticks_available:
                 raise InsufficientResources(
@@ -295,7 +277,7 @@ class Ledger:
 
     def refund_ticks(self, agent: AgentId, amount: int) -> None:
         """Give back ticks a failed operation was charged."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             connection.execute(
                 "UPDATE accounts SET ticks_spent = MAX(0, ticks_spent - ?) WHERE agent = ?",
                 (amount, agent.raw),
@@ -304,7 +286,7 @@ class Ledger:
     def charge_spark(self, agent: AgentId, amount: int, purpose: str) -> int:
         """Take ``amount`` Spark from ``agent``; returns the new balance."""
         _check_amount(amount, "amount")
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             balance = _spark(connection, agent)
             if balance < amount:
                 raise InsufficientResources(agent, "Spark", amount, balance, purpose)
@@ -316,7 +298,7 @@ class Ledger:
     def transfer(self, payer: AgentId, payee: AgentId, amount: int) -> int:
         """Move ``amount`` Spark from ``payer`` to ``payee``; returns the payer's new balance."""
         _check_amount(amount, "amount")
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             balance = _spark(connection, payer)
             if balance < amount:
                 raise InsufficientResources(payer, "Spark", amount, balance, "a transfer")
@@ -336,7 +318,8 @@ class Ledger:
     @property
     def changes(self) -> int:
         """A counter that moves whenever the ledger was written (for change detection)."""
-        return self.connection.total_changes
+        changes: int = self.connection.total_changes
+        return changes
 
     def dump(self) -> tuple[int, list[Account]]:
         """The cycle number and every account, in agent order (what :meth:`load` takes)."""
@@ -348,7 +331,7 @@ class Ledger:
 
     def load(self, cycle: int, accounts: list[Account]) -> None:
         """Replace every account and the cycle number with ``accounts`` and ``cycle``."""
-        with self._transaction() as connection:
+        with self.transaction() as connection:
             connection.execute("DELETE FROM accounts")
             connection.executemany(
                 "INSERT INTO accounts VALUES (?, ?, ?, ?, ?)",
@@ -358,24 +341,6 @@ class Ledger:
                 ],
             )
             connection.execute("UPDATE ledger_state SET value = ? WHERE key = 'cycle'", (cycle,))
-
-    # ------------------------------------------------------------------ lifecycle
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _check_amount(amount: int, name: str) -> None:

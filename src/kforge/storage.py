@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import ClassVar, Final, Self
 
 from kforge.core import Hash256, InvalidProgram, VaultFetchFailed
 from kforge.program import ForgeProgram, decode_program
@@ -24,6 +26,7 @@ from kforge.program import ForgeProgram, decode_program
 __all__ = [
     "MEMORY",
     "ProgramCache",
+    "SqliteStore",
     "Vault",
     "connect_sqlite",
     "default_data_dir",
@@ -49,41 +52,90 @@ def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "kforge"
 
 
-def connect_sqlite(path: str | Path) -> sqlite3.Connection:
+def connect_sqlite(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection to ``path`` (``":memory:"`` or a file, whose folder is created).
 
-    Files use write-ahead logging with ``synchronous=NORMAL``: durable across a
-    process crash, and fast enough for one transaction per request.
+    Files use write-ahead logging with ``synchronous=NORMAL`` by default: durable
+    across a process crash, and fast enough for one transaction per request;
+    ``synchronous="FULL"`` also survives a power cut.
     """
     if str(path) != MEMORY:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
     if str(path) != MEMORY:
         connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute(f"PRAGMA synchronous={synchronous}")
     return connection
 
 
-class Vault:
+class SqliteStore:
+    """One SQLite database: its connection, write transactions, and an idempotent close.
+
+    The base of every kforge store (vault, accounting ledger, registry ledger,
+    engine journal).  A context manager; using it after :meth:`close` raises
+    :meth:`closed_error`.
+    """
+
+    #: Named in the error raised after close, e.g. "the vault is closed".
+    what: ClassVar[str] = "database"
+
+    def __init__(self, path: str | Path = MEMORY, *, synchronous: str = "NORMAL") -> None:
+        self.path = str(path)
+        self._connection: sqlite3.Connection | None = connect_sqlite(path, synchronous=synchronous)
+
+    def closed_error(self) -> Exception:
+        return ValueError(f"the {self.what} is closed")
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (for tools and tests)."""
+        if self._connection is None:
+            raise self.closed_error()
+        return self._connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): all of it lands, or none."""
+        connection = self.connection
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Vault(SqliteStore):
     """Content-addressed objects in SQLite.  A context manager; :meth:`close` is idempotent."""
 
+    what = "vault"
+
     def __init__(self, path: str | Path = MEMORY) -> None:
-        self.path = str(path)
-        self._connection: sqlite3.Connection | None = connect_sqlite(path)
-        self._connection.execute(_SCHEMA)
+        super().__init__(path)
+        self.connection.execute(_SCHEMA)
 
     @classmethod
     def open_default(cls, data_dir: str | os.PathLike[str] | None = None) -> Vault:
         """The vault file ``vault.sqlite3`` under ``data_dir`` (default: :func:`default_data_dir`)."""
         folder = Path(data_dir) if data_dir is not None else default_data_dir()
         return cls(folder / "vault.sqlite3")
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        """The SQLite connection (for tools and tests); raises ``ValueError`` once closed."""
-        if self._connection is None:
-            raise ValueError("the vault is closed")
-        return self._connection
 
     def put(self, data: bytes) -> Hash256:
         """Store ``data`` and return its id, the SHA-256 of the bytes.  Storing twice is harmless."""
@@ -126,22 +178,6 @@ class Vault:
     def put_program(self, program: ForgeProgram) -> Hash256:
         """Store a program's canonical FRGP bytes; its id is the program id."""
         return self.put(program.encoded)
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def __enter__(self) -> Vault:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class ProgramCache:

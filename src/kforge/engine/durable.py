@@ -24,7 +24,6 @@ outbound messages it makes on the way (their replies are the logged deliveries).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +46,7 @@ from kforge.engine.services import ServiceCall, ServiceRecord
 from kforge.isa import FaultCode
 from kforge.machine import Delivery, Machine, MachineState
 from kforge.snapshot import checkpoint, restore
+from kforge.storage import SqliteStore
 
 if TYPE_CHECKING:
     from kforge.engine.engine import Engine
@@ -75,16 +75,13 @@ def _unpack(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
-class Journal:
-    """The log and snapshot store of one data directory."""
+class Journal(SqliteStore):
+    """The log and snapshot store of one data directory (``synchronous=FULL``: fsync'd)."""
+
+    what = "engine journal"
 
     def __init__(self, data_dir: str | Path) -> None:
-        folder = Path(data_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / ENGINE_DB
-        self.connection = sqlite3.connect(str(self.path), isolation_level=None)
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute("PRAGMA synchronous=FULL")
+        super().__init__(Path(data_dir) / ENGINE_DB, synchronous="FULL")
         for statement in _SCHEMA:
             self.connection.execute(statement)
         self.pending: list[tuple[str, bytes]] = []
@@ -115,16 +112,13 @@ class Journal:
             return
         rows = self.pending
         self.pending = []
-        connection = self.connection
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for kind, body in rows:
-                self.last_seq += 1
-                connection.execute("INSERT INTO log VALUES (?, ?, ?)", (self.last_seq, kind, body))
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+        first = self.last_seq + 1
+        with self.transaction() as connection:
+            connection.executemany(
+                "INSERT INTO log VALUES (?, ?, ?)",
+                [(first + i, kind, body) for i, (kind, body) in enumerate(rows)],
+            )
+        self.last_seq += len(rows)
         self.since_snapshot += len(rows)
 
     def records(self, after: int = 0) -> Iterator[tuple[int, str, bytes]]:
@@ -155,9 +149,6 @@ class Journal:
             "SELECT seq, body FROM snapshots ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         return (int(row[0]), bytes(row[1])) if row is not None else None
-
-    def close(self) -> None:
-        self.connection.close()
 
 
 # =============================================================================

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +25,7 @@ import msgpack
 
 from kforge.core import Hash256
 from kforge.registry.errors import LedgerTampered, RegistryError
-from kforge.storage import connect_sqlite
+from kforge.storage import SqliteStore
 
 __all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerCheck"]
 
@@ -151,20 +150,18 @@ class LedgerCheck:
     problems: tuple[str, ...]
 
 
-class Ledger:
+class Ledger(SqliteStore):
     """The SQLite file of the registry.  A context manager; :meth:`close` is idempotent."""
 
+    what = "registry ledger"
+
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        self._connection: sqlite3.Connection | None = connect_sqlite(path)
+        super().__init__(path)
         self.connection.execute("PRAGMA foreign_keys = ON")
         self._migrate()
 
-    @property
-    def connection(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise RegistryError("the registry ledger is closed")
-        return self._connection
+    def closed_error(self) -> Exception:
+        return RegistryError(f"the {self.what} is closed")
 
     def _migrate(self) -> None:
         with self.transaction() as db:
@@ -183,18 +180,6 @@ class Ledger:
     @property
     def schema_version(self) -> int:
         return int(self.connection.execute("PRAGMA user_version").fetchone()[0])
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it lands, or none."""
-        db = self.connection
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
     # ------------------------------------------------------------------ writing
 
@@ -332,17 +317,6 @@ class Ledger:
                 )
         head = previous.hex() if chain else _GENESIS.hex()
         return LedgerCheck(not problems, len(chain), head, tuple(problems))
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _as_bytes(value: Any) -> bytes:
