@@ -146,6 +146,42 @@ def test_blocked_sandbox_waits_for_input_then_finishes() -> None:
     run(body)
 
 
+def test_output_is_readable_while_running_and_after_stopping() -> None:
+    async def body() -> None:
+        async with open_engine() as engine:
+            events = engine.bus.subscribe([EventKind.SANDBOX_BLOCKED])
+            sandbox_id = await create(engine, ECHO_TWICE, input=b"one ")
+            assert await engine.output(sandbox_id, OWNER) == b""  # READY: nothing yet
+            await engine.exec_start(sandbox_id, OWNER)
+            await events.get()
+            assert (await engine.sandbox_status(sandbox_id, OWNER)).state is SandboxState.BLOCKED
+            assert await engine.output(sandbox_id, OWNER) == b"one "  # partial, mid-run
+            assert await engine.output(sandbox_id, OWNER, offset=2) == b"e "
+            assert await engine.output(sandbox_id, OWNER, offset=4) == b""
+            with pytest.raises(InvalidRequest, match="offset"):
+                await engine.output(sandbox_id, OWNER, offset=5)  # past what was written
+            for bad in (-1, 1.5, True, "0"):
+                with pytest.raises(InvalidRequest) as raised:
+                    await engine.output(sandbox_id, OWNER, offset=bad)  # type: ignore[arg-type]
+                assert raised.value.field == "offset"
+            with pytest.raises(PermissionDenied):
+                await engine.output(sandbox_id, OTHER)
+            with pytest.raises(SandboxNotFound, match=UNKNOWN.hex):
+                await engine.output(UNKNOWN, OWNER)
+            await engine.grant(sandbox_id, OWNER, OTHER, [Operation.STATUS])
+            assert await engine.output(sandbox_id, OTHER, offset=1) == b"ne "
+            await engine.deliver(sandbox_id, 2, b"two", OWNER)
+            result = await engine.wait(sandbox_id, timeout=5)
+            assert result.output == b"one two"
+            assert await engine.output(sandbox_id, OWNER) == result.output  # stopped: the result
+            assert await engine.output(sandbox_id, OTHER, offset=4) == b"two"
+            await engine.revoke(sandbox_id, OWNER, OTHER)
+            with pytest.raises(PermissionDenied):
+                await engine.output(sandbox_id, OTHER)
+
+    run(body)
+
+
 def test_deliver_checks_channel_size_state_and_owner() -> None:
     async def body() -> None:
         async with open_engine(limits=EngineLimits(message_limit=16)) as engine:

@@ -66,6 +66,7 @@ def test_health_and_openapi_need_no_identity(live: LiveServer) -> None:
     for path in (
         "/v1/sandboxes",
         "/v1/sandboxes/{sandbox_id}/start",
+        "/v1/sandboxes/{sandbox_id}/output",
         "/v1/messages",
         "/v1/debug/{session_id}/run",
     ):
@@ -244,6 +245,80 @@ def test_deliver_wakes_a_blocked_sandbox(agent: Agent) -> None:
     refused(agent.request("POST", base + "/deliver", {"channel": 3, "data": "00"}), 403)
     agent.ok("POST", base + "/deliver", {"data": b"second".hex()})
     assert bytes.fromhex(agent.ok("GET", base + "/wait?timeout=5")["output"]) == b"second"
+
+
+#: Echoes stdin twice: the creation input, then blocks for a second message.
+ECHO_TWICE = """
+        LI   r2, 4096
+        RECV 2, r3, r253, r2
+        SEND 0, r253, r3
+        RECV 2, r3, r253, r2
+        SEND 0, r253, r3
+        HALT
+"""
+
+
+def test_output_is_read_while_the_sandbox_runs(live: LiveServer, agent: Agent) -> None:
+    partial = agent.create(ECHO_TWICE, input=b"one\x00")
+    pbase = f"/v1/sandboxes/{partial}"
+    assert agent.ok("GET", pbase + "/output") == {
+        "sandbox_id": partial,
+        "state": "READY",
+        "offset": 0,
+        "next_offset": 0,
+        "length": 0,
+        "data": "",
+    }
+    agent.ok("POST", pbase + "/start", {}, 202)
+    refused(agent.request("GET", pbase + "/wait?timeout=0.3"), 408)
+    assert agent.ok("GET", pbase)["state"] == "BLOCKED"  # mid-way, waiting for input
+    live_reply = agent.ok("GET", pbase + "/output")
+    assert live_reply["state"] == "BLOCKED"
+    assert bytes.fromhex(live_reply["data"]) == b"one\x00"
+    assert (live_reply["next_offset"], live_reply["length"]) == (4, 4)
+    tail = agent.ok("GET", pbase + "/output?offset=2&limit=1")
+    assert (tail["data"], tail["offset"], tail["next_offset"], tail["length"]) == ("65", 2, 3, 4)
+    caught_up = agent.ok("GET", pbase + "/output?offset=4")
+    assert (caught_up["data"], caught_up["next_offset"]) == ("", 4)
+    agent.ok("POST", pbase + "/deliver", {"data": b"two".hex()})
+    assert agent.ok("GET", pbase + "/wait?timeout=5")["state"] == "HALTED"
+    stopped = agent.ok("GET", pbase + "/output?offset=4")
+    assert stopped["state"] == "HALTED" and bytes.fromhex(stopped["data"]) == b"two"
+    assert (stopped["next_offset"], stopped["length"]) == (7, 7)
+    as_msgpack = agent.request("GET", pbase + "/output", headers={"accept": MSGPACK})
+    assert as_msgpack.headers["content-type"] == MSGPACK
+    unpacked = msgpack.unpackb(as_msgpack.content)
+    assert unpacked["data"] == b"one\x00two" and unpacked["sandbox_id"] == bytes.fromhex(partial)
+    operator = Agent(live.base_url, token=live.dev_token)  # the dashboard reads any sandbox
+    assert bytes.fromhex(operator.ok("GET", pbase + "/output")["data"]) == b"one\x00two"
+    operator.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=-1",
+        "offset=1.5",
+        "offset=abc",
+        "offset=",
+        "offset=8",  # past the end of the output
+        "offset=99999999999999999999999",
+        "offset=%EF%BC%91",  # a full-width digit
+        "limit=0",
+        "limit=99999999",
+        "limit=x",
+    ],
+)
+def test_output_offset_and_limit_are_checked(agent: Agent, query: str) -> None:
+    sandbox = agent.create(ECHO, input=b"abc")
+    agent.run_to_end(sandbox)
+    error = refused(agent.request("GET", f"/v1/sandboxes/{sandbox}/output?{query}"), 400)
+    assert error["context"]["field"] in ("offset", "limit")
+
+
+def test_output_of_an_unknown_or_malformed_id(agent: Agent) -> None:
+    refused(agent.request("GET", f"/v1/sandboxes/{'ef' * 32}/output"), 404, "NotFound")
+    refused(agent.request("GET", "/v1/sandboxes/not-an-id/output"), 400)
 
 
 def test_wait_timeout_is_bounded(agent: Agent) -> None:

@@ -224,6 +224,8 @@ def test_another_agent_cannot_touch_a_sandbox(alice: Agent, bob: Agent) -> None:
         ("POST", base + "/deliver", {"data": "00"}),
         ("GET", base + "/wait?timeout=0", None),
         ("GET", base + "/io", None),
+        ("GET", base + "/output", None),
+        ("GET", base + "/output?offset=0", None),
         ("GET", base + "/record", None),
         ("POST", base + "/proof", {}),
         ("POST", base + "/grants", {"agent": bob.id_hex, "operations": ["kill"]}),
@@ -243,10 +245,12 @@ def test_grant_lets_another_agent_do_exactly_what_was_granted(alice: Agent, bob:
     base = f"/v1/sandboxes/{sandbox}"
     alice.ok("POST", base + "/grants", {"agent": bob.id_hex, "operations": ["status", "deliver"]})
     assert bob.ok("GET", base)["owner"] == alice.id_hex
+    assert bob.ok("GET", base + "/output")["length"] == 0  # reading output is "status"
     assert sandbox in [s["id"] for s in bob.ok("GET", "/v1/sandboxes")["sandboxes"]]
     assert bob.request("POST", base + "/kill", {}).status_code == 403
     alice.ok("DELETE", base + f"/grants/{bob.id_hex}")
     assert bob.request("GET", base).status_code == 403
+    assert bob.request("GET", base + "/output").status_code == 403
 
 
 def test_creating_a_sandbox_for_another_owner_is_refused(alice: Agent, bob: Agent) -> None:

@@ -31,6 +31,14 @@ CHROMIUM_ARGS = [
 
 pytestmark = pytest.mark.slow
 
+#: COUNT_DOWN that first writes "counting" and a control byte (output while it runs).
+TALKING_COUNT_DOWN = COUNT_DOWN.replace(
+    'done:   .ascii "done"', 'done:   .ascii "done"\nhello:  .ascii "counting\\x01\\n"'
+).replace(
+    "        LI   r7, 1\n",
+    "        LI   r7, 1\n        LI   r1, hello\n        LI   r2, 10\n        SEND 0, r1, r2\n",
+)
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
@@ -73,7 +81,7 @@ def test_dashboard_shows_a_sandbox_go_from_running_to_halted(
     browser: Any, live: LiveServer, shots: Path
 ) -> None:
     agent = Agent(live.base_url)
-    sandbox = agent.create(COUNT_DOWN, input=u64(600_000), budget=50_000_000)
+    sandbox = agent.create(TALKING_COUNT_DOWN, input=u64(600_000), budget=50_000_000)
     page = new_page(browser)
     page.goto(f"{live.base_url}/dashboard/#token={live.dev_token}")
     page.wait_for_selector(f'tr[data-id="{sandbox}"][data-state="READY"]', timeout=10_000)
@@ -83,12 +91,19 @@ def test_dashboard_shows_a_sandbox_go_from_running_to_halted(
     page.screenshot(path=str(shots / "dashboard-running.png"))
     detail = new_page(browser)  # the sandbox's own page, opened while it runs: ticks over time
     detail.goto(f"{live.base_url}/dashboard/sandbox.html?id={sandbox}#token={live.dev_token}")
+    # the output so far appears while it runs, the control byte escaped
+    detail.wait_for_selector("#output:has-text('counting')", timeout=10_000)
+    assert agent.ok("GET", f"/v1/sandboxes/{sandbox}")["state"] == "RUNNING"
+    assert "done" not in detail.text_content("#output")
+    assert detail.text_content("#output .esc") == "\\x01"
+    detail.wait_for_selector("#output-state:has-text('so far')", timeout=5_000)
     page.wait_for_selector(f'tr[data-id="{sandbox}"][data-state="HALTED"]', timeout=30_000)
     page.wait_for_selector("#events >> text=SANDBOX_HALTED", timeout=5_000)
     page.screenshot(path=str(shots / "dashboard-halted.png"))
     assert "token" not in page.url  # the token left the address bar
 
-    detail.wait_for_selector("#output:text('done')", timeout=10_000)
+    detail.wait_for_selector("#output[data-final='HALTED']", timeout=10_000)
+    assert detail.text_content("#output") == "counting\\x01\ndone"  # appended, not repeated
     assert detail.locator("#chart path.line").count() == 1
     assert (
         detail.get_attribute("#chart path.line", "d").count("L") >= 2

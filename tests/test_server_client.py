@@ -100,6 +100,48 @@ def test_client_raises_the_engines_errors(live: LiveServer) -> None:
     asyncio.run(body())
 
 
+def test_client_reads_output_while_running_and_after(
+    live: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    echo_twice = ECHO.replace("HALT", "RECV 2, r3, r253, r2\n SEND 0, r253, r3\n HALT")
+
+    async def body() -> None:
+        async with (
+            Client(live.base_url, AgentKey.generate()) as alice,
+            Client(live.base_url, AgentKey.generate()) as bob,
+        ):
+            code = await alice.put_program(assemble(echo_twice))
+            sandbox = await alice.create_sandbox(
+                CreateSandbox(alice.agent_id, code, 65536, 10_000, input=b"one ")
+            )
+            assert await alice.output(sandbox) == b""
+            await alice.exec_start(sandbox)
+            with pytest.raises(TimeoutError):
+                await alice.wait(sandbox, timeout=0.3)
+            assert (await alice.sandbox_status(sandbox)).state is SandboxState.BLOCKED
+            assert await alice.output(sandbox) == b"one "  # partial, mid-run
+            assert await alice.output(sandbox, alice.agent_id, offset=2) == b"e "
+            assert await alice.output(sandbox, offset=4) == b""
+            with pytest.raises(InvalidRequest):
+                await alice.output(sandbox, offset=5)
+            with pytest.raises(InvalidRequest):
+                await alice.output(sandbox, offset=-1)
+            with pytest.raises(PermissionDenied):
+                await bob.output(sandbox)
+            with pytest.raises(PermissionDenied):
+                await alice.output(sandbox, bob.agent_id)  # refused locally
+            with pytest.raises(SandboxNotFound):
+                await alice.output(Hash256(b"\x07" * 32))
+            await alice.deliver(sandbox, 2, b"two")
+            result = await alice.wait(sandbox, timeout=10)
+            assert await alice.output(sandbox) == result.output == b"one two"
+            monkeypatch.setattr("kforge.server.api.OUTPUT_CHUNK", 3)  # read in turns of 3 bytes
+            assert await alice.output(sandbox) == b"one two"
+            assert await alice.output(sandbox, offset=1) == b"ne two"
+
+    asyncio.run(body())
+
+
 def test_client_dispatches_envelopes_and_reads_its_mailbox(live: LiveServer) -> None:
     async def body() -> None:
         async with Client(live.base_url, AgentKey.generate()) as engine:

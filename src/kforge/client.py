@@ -365,6 +365,26 @@ class Client:
             for c in reply["calls"]
         )
 
+    async def output(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, offset: int = 0
+    ) -> bytes:
+        """The sandbox's stdout from ``offset`` on, live or stopped (as :meth:`Engine.output`).
+
+        Reads every chunk written up to now (``GET …/output``, in turns of
+        at most the server's chunk size); ``InvalidRequest`` for an offset
+        past the output's length.
+        """
+        self._check_requester(requester)
+        chunks: list[bytes] = []
+        while True:
+            reply = await self._send(
+                "GET", f"/v1/sandboxes/{sandbox_id.hex}/output", query={"offset": offset}
+            )
+            chunks.append(bytes(reply["data"]))
+            offset = int(reply["next_offset"])
+            if offset >= int(reply["length"]) or not reply["data"]:
+                return b"".join(chunks)
+
     async def run_record(self, sandbox_id: Hash256, requester: AgentId | None = None) -> RunRecord:
         self._check_requester(requester)
         reply = await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}/record")

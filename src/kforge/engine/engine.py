@@ -492,6 +492,33 @@ class Engine:
         """Every host call the sandbox made, in order, with its tick count."""
         return tuple(self._authorized(sandbox_id, requester, Operation.STATUS).io_log)
 
+    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
+        """The sandbox's stdout (channel 0) from byte ``offset`` on: so far, or all once stopped.
+
+        Works in every state: a live sandbox's output as written up to now
+        (between slices), a stopped one's ``ExecResult.output``.  Output only
+        grows, so a reader follows it by passing the number of bytes it
+        already has as ``offset``; ``offset`` equal to the length gives
+        ``b""``.  The owner or a ``status`` grant only (``PermissionDenied``);
+        ``SandboxNotFound`` for an unknown id; ``InvalidRequest`` (field
+        ``offset``) for an offset that is not an integer in 0..length.
+        """
+        sandbox = self._authorized(sandbox_id, requester, Operation.STATUS)
+        machine = sandbox.machine
+        if machine is not None:
+            written: bytes | bytearray = machine.stdout
+        elif sandbox.result is not None:
+            written = sandbox.result.output
+        else:
+            written = b""
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidRequest("offset", f"expected an integer, got {type(offset).__name__}")
+        if not 0 <= offset <= len(written):
+            raise InvalidRequest(
+                "offset", f"{offset} is outside 0..{len(written)} (the output's length so far)"
+            )
+        return bytes(written[offset:])
+
     async def wait(
         self,
         sandbox_id: Hash256,

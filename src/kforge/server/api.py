@@ -60,6 +60,7 @@ from kforge.server.endpoint import (
     ReplyError,
     path_id,
     query_bool,
+    query_integer,
     query_number,
 )
 
@@ -283,6 +284,35 @@ async def forget(ctx: Context) -> tuple[int, Any]:
 async def io_log(ctx: Context) -> tuple[int, Any]:
     calls = await ctx.state.engine.io_log(path_id(ctx, "sandbox_id"), ctx.agent)
     return 200, {"calls": [dataclasses.asdict(call) for call in calls]}
+
+
+#: The most output bytes one ``/output`` reply carries (``limit`` may ask for fewer).
+OUTPUT_CHUNK: Final = 256 * 1024
+
+
+async def output(ctx: Context) -> tuple[int, Any]:
+    """The sandbox's stdout from ``offset`` on, while it runs or once stopped.
+
+    At most ``limit`` bytes a reply: ``next_offset`` is where the next read
+    starts, ``length`` how much has been written so far.  ``state`` is read
+    before the output, so a reply with a stopped state and ``next_offset ==
+    length`` has the whole output.  The operator reads any sandbox.
+    """
+    sandbox_id = path_id(ctx, "sandbox_id")
+    offset = query_integer(ctx, "offset", 0, 0, 2**63 - 1)
+    limit = query_integer(ctx, "limit", OUTPUT_CHUNK, 1, OUTPUT_CHUNK)
+    info = await _info(ctx, sandbox_id)  # checks access (the operator reads any)
+    reader = info.owner if info.owner != ctx.agent and ctx.principal.operator else ctx.agent
+    data = await ctx.state.engine.output(sandbox_id, reader, offset=offset)
+    chunk = data[:limit]
+    return 200, {
+        "sandbox_id": sandbox_id,
+        "state": info.state,
+        "offset": offset,
+        "next_offset": offset + len(chunk),
+        "length": offset + len(data),
+        "data": chunk,
+    }
 
 
 async def run_record(ctx: Context) -> tuple[int, Any]:
@@ -642,6 +672,33 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "Every host call with its tick",
         errors=_NOT_MINE,
         response={"type": "object"},
+    ),
+    Operation(
+        "GET",
+        _SANDBOX + "/output",
+        output,
+        "Its stdout from offset on, live or stopped",
+        query=(
+            Query("offset", {"type": "integer", "minimum": 0}, "bytes already read (0..length)"),
+            Query(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": OUTPUT_CHUNK},
+                f"at most this many bytes (default {OUTPUT_CHUNK})",
+            ),
+        ),
+        errors=_NOT_MINE,
+        response={
+            "type": "object",
+            "properties": {
+                "sandbox_id": _ID,
+                "state": {"type": "string"},
+                "offset": {"type": "integer"},
+                "next_offset": {"type": "integer"},
+                "length": {"type": "integer"},
+                "data": _HEX,
+            },
+            "required": ["sandbox_id", "state", "offset", "next_offset", "length", "data"],
+        },
     ),
     Operation(
         "GET",

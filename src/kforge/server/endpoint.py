@@ -47,6 +47,7 @@ __all__ = [
     "http_status",
     "path_id",
     "query_bool",
+    "query_integer",
     "query_number",
 ]
 
@@ -306,6 +307,19 @@ def query_number(ctx: Context, name: str, default: float, low: float, high: floa
         raise InvalidRequest(name, f"expected a number, got {text!r:.40}") from None
     if not low <= value <= high:
         raise InvalidRequest(name, f"{value} is outside {low:g}..{high:g}")
+    return value
+
+
+def query_integer(ctx: Context, name: str, default: int, low: int, high: int) -> int:
+    """A whole-number query parameter in ``low..high``; ``InvalidRequest`` (400) otherwise."""
+    text = ctx.request.query_params.get(name)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise InvalidRequest(name, f"expected a whole number, got {text!r:.40}")
+    value = int(text)
+    if not low <= value <= high:
+        raise InvalidRequest(name, f"{value} is outside {low}..{high}")
     return value
 
 

@@ -50,6 +50,47 @@ const kforge = (() => {
 
   function short(hex) { return hex ? hex.slice(0, 8) + "…" : "—"; }
 
+  function bytes(hex) {
+    return new Uint8Array(hex ? hex.match(/../g).map((pair) => parseInt(pair, 16)) : []);
+  }
+
+  const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+  // Output bytes as nodes for a <pre>: printable text as it is (newlines and tabs
+  // too), every other byte as a "\xNN" span of class "esc" (control characters,
+  // bytes that are not UTF-8).  A UTF-8 sequence cut off at the end is returned
+  // in "rest" to be put before the next chunk, unless "final".
+  function printable(data, final) {
+    const nodes = [];
+    let run = "";
+    const flush = () => { if (run) nodes.push(document.createTextNode(run)); run = ""; };
+    const escape = (byte) => {
+      flush();
+      nodes.push(el("span", { class: "esc" }, "\\x" + byte.toString(16).padStart(2, "0")));
+    };
+    let i = 0;
+    while (i < data.length) {
+      const b = data[i];
+      if (b === 0x09 || b === 0x0a || (b >= 0x20 && b < 0x7f)) { run += String.fromCharCode(b); i++; continue; }
+      const size = b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+      let tail = 1;
+      while (size && tail < size && i + tail < data.length && (data[i + tail] & 0xc0) === 0x80) tail++;
+      if (size && tail < size && i + tail === data.length && !final) {
+        flush();
+        return { nodes, rest: data.slice(i) };  // may complete in the next chunk
+      }
+      if (size && tail === size) {
+        let char = null;
+        try { char = strictUtf8.decode(data.subarray(i, i + size)); } catch { char = null; }
+        if (char !== null && !/[\p{C}\p{Zl}\p{Zp}]/u.test(char)) { run += char; i += size; continue; }
+      }
+      escape(b);
+      i++;
+    }
+    flush();
+    return { nodes, rest: new Uint8Array(0) };
+  }
+
   function text(hex) {
     if (!hex) return "";
     const bytes = new Uint8Array(hex.match(/../g).map((pair) => parseInt(pair, 16)));
@@ -86,5 +127,5 @@ const kforge = (() => {
     return false;
   }
 
-  return { api, events, token, setToken, short, text, el, badge, bar, requireToken };
+  return { api, events, token, setToken, short, bytes, printable, text, el, badge, bar, requireToken };
 })();

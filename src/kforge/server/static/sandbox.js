@@ -1,4 +1,5 @@
-// One sandbox: its status, a chart of ticks over time, its output and its events.
+// One sandbox: its status, a chart of ticks over time, its output (followed while it
+// runs) and its events.
 "use strict";
 
 (async () => {
@@ -9,6 +10,55 @@
   const started = Date.now();
   const points = [];
   let final = false;
+  const LIVE = ["CREATED", "READY", "RUNNING", "BLOCKED"];
+
+  // The output, read from GET …/output in order: each reply's bytes are appended
+  // (non-printable bytes escaped) until a reply says the sandbox has stopped and
+  // nothing is left.  Reads are chained so that two never run at once.
+  const outputBox = document.getElementById("output");
+  const output = { offset: 0, rest: new Uint8Array(0), done: false, chain: Promise.resolve() };
+
+  function showOutput(data, last) {
+    const joined = new Uint8Array(output.rest.length + data.length);
+    joined.set(output.rest);
+    joined.set(data, output.rest.length);
+    const { nodes, rest } = kforge.printable(joined, last);
+    output.rest = rest;
+    if (nodes.length && outputBox.classList.contains("empty")) {
+      outputBox.classList.remove("empty");
+      outputBox.replaceChildren();
+    }
+    const follow = outputBox.scrollTop + outputBox.clientHeight >= outputBox.scrollHeight - 4;
+    outputBox.append(...nodes);
+    if (follow) outputBox.scrollTop = outputBox.scrollHeight;
+    outputBox.dataset.offset = String(output.offset);
+  }
+
+  async function readOutput() {
+    while (!output.done) {
+      let reply;
+      try {
+        reply = await api("GET", `/v1/sandboxes/${id}/output?offset=${output.offset}`);
+      } catch (error) {
+        if (error.status === 403 || error.status === 404) output.done = true;
+        document.getElementById("output-state").textContent = error.message;
+        return;
+      }
+      output.offset = reply.next_offset;
+      const caughtUp = reply.next_offset >= reply.length;
+      const stopped = !LIVE.includes(reply.state);
+      output.done = stopped && caughtUp;
+      showOutput(kforge.bytes(reply.data), output.done);
+      document.getElementById("output-state").textContent =
+        `${output.offset.toLocaleString()} bytes` + (output.done ? "" : " so far");
+      if (caughtUp) return;  // else more than one reply's worth is waiting: read on
+    }
+  }
+
+  function followOutput() {
+    output.chain = output.chain.then(readOutput);
+    return output.chain;
+  }
 
   function drawChart() {
     const svg = document.getElementById("chart");
@@ -47,13 +97,15 @@
     ];
     document.querySelector("#status tbody").replaceChildren(
       ...rows.map(([name, value]) => el("tr", {}, el("th", {}, name), el("td", { id: "status-" + name.replace(" ", "-") }, value))));
-    if (!["READY", "RUNNING", "BLOCKED"].includes(info.state) && !final) {
-      final = true;
+    if (final) return;  // the output is complete, or being completed by an earlier poll
+    const stopped = !LIVE.includes(info.state);
+    if (stopped) final = true;
+    await followOutput();
+    if (stopped) {
       const result = await api("GET", `/v1/sandboxes/${id}/wait?timeout=0`);
-      const output = document.getElementById("output");
-      output.className = "";
-      output.textContent = kforge.text(result.output) || "(no output)";
-      if (result.fault !== null) output.textContent += `\n[fault ${result.fault}]`;
+      if (outputBox.classList.contains("empty")) outputBox.textContent = "(no output)";
+      if (result.fault !== null) outputBox.append(el("span", { class: "esc" }, `\n[fault ${result.fault}]`));
+      outputBox.dataset.final = info.state;
     }
   }
 
