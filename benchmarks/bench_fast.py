@@ -482,6 +482,19 @@ def slicing() -> dict[str, Any]:
             results[f"empty_fast_slice_seconds_quota_{quota}"] = (
                 time.perf_counter() - started
             ) / len(machines)
+        # A machine that stays bound between slices: the per-call cost of re-entry alone.
+        spin = ForgeProgram((Instruction(Opcode.TICK), Instruction(Opcode.JMP, imm=0)))
+        tier.compile(spin)
+        for quota in (65_536, 16 << 20):
+            machine = Machine.load(spin, memory_quota=quota, tick_budget=BIG_BUDGET)
+            tier.run(machine, tier="fast", yield_on_tick=True)
+            slices = 2000
+            started = time.perf_counter()
+            for _ in range(slices):
+                tier.run(machine, tier="fast", yield_on_tick=True)
+            results[f"bound_fast_slice_seconds_quota_{quota}"] = (
+                time.perf_counter() - started
+            ) / slices
     with FastTier(
         disk_cache=False
     ) as tier:  # auto from cold: reference, background compile, switch
@@ -583,7 +596,12 @@ def main() -> None:
         f"(reference {slices['reference_ticks_per_second_slices_10000'] / 1e6:.2f} Mt/s)"
     )
     print(
-        f"empty fast slice: {slices['empty_fast_slice_seconds_quota_65536'] * 1e6:.1f} µs at 64 KiB, "
+        f"fast slice of a bound machine (TICK loop): "
+        f"{slices['bound_fast_slice_seconds_quota_65536'] * 1e6:.1f} µs at 64 KiB, "
+        f"{slices[f'bound_fast_slice_seconds_quota_{16 << 20}'] * 1e6:.1f} µs at 16 MiB"
+    )
+    print(
+        f"empty fast slice (new machine): {slices['empty_fast_slice_seconds_quota_65536'] * 1e6:.1f} µs at 64 KiB, "
         f"{slices[f'empty_fast_slice_seconds_quota_{16 << 20}'] * 1e6:.0f} µs at 16 MiB; "
         f"auto tier from cold on count (300 M ticks): "
         f"{slices['auto_cold_count_ticks_per_second'] / 1e9:.2f} Gt/s"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kforge.fast import FastTier, execute
+from kforge.fast import FastTier, execute, is_bound, unbind
 from kforge.isa import WORD_MASK, FaultCode, Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
@@ -264,8 +264,12 @@ def test_large_quota_memory_stays_mapped_and_exact(fast_tier: FastTier) -> None:
         I(Opcode.LOADW, rd=3, rs1=1, imm=1),
         I(Opcode.HALT),
     ]
-    _, fast = run_both(fast_tier, code, memory_quota=quota)
-    assert isinstance(fast.memory, mmap.mmap) and fast.fault is FaultCode.INVALID_ADDRESS
+    reference, fast = run_both(fast_tier, code, memory_quota=quota)
+    assert fast.fault is FaultCode.INVALID_ADDRESS
+    assert is_bound(fast)  # a large final machine keeps its instance: copying out costs more
+    unbind(fast)
+    assert isinstance(fast.memory, mmap.mmap) and not is_bound(fast)
+    assert_same(reference, fast)
 
 
 def test_max_ticks_zero_only_starts_the_machine(fast_tier: FastTier) -> None:

@@ -118,12 +118,12 @@ def test_the_entry_point_runs_every_tier(monkeypatch: pytest.MonkeyPatch, tmp_pa
     default.close()
 
 
-def test_the_machine_keeps_its_own_memory_object() -> None:
+def test_a_small_machine_that_stops_gets_a_buffer_of_its_own_again() -> None:
     machine = Machine.load(count_program(10))
-    memory = machine.memory
     with FastTier(disk_cache=False) as tier:
         tier.run(machine, tier="fast")
-    assert machine.memory is memory and isinstance(memory, bytearray)
+    assert machine.state is MachineState.HALTED
+    assert isinstance(machine.memory, bytearray) and machine.tier_state is None
 
 
 def test_machines_of_one_program_run_in_parallel_threads() -> None:

@@ -161,6 +161,7 @@ class Machine:
         "stdout",
         "tick_budget",
         "ticks_used",
+        "tier_state",
         "zero",
     )
 
@@ -191,6 +192,10 @@ class Machine:
     fault: FaultCode | None
     fault_detail: int | None
     blocked_channel: int | None
+    #: What an execution tier keeps with the machine between slices (the fast tier:
+    #: the wasm instance whose memory ``memory`` is); ``None`` for a new machine and
+    #: a copy.  Only the tier that set it reads it.
+    tier_state: object | None
 
     @classmethod
     def load(
@@ -252,6 +257,7 @@ class Machine:
         machine.fault = None
         machine.fault_detail = None
         machine.blocked_channel = None
+        machine.tier_state = None
         return machine
 
     # ----------------------------------------------------------------- running
@@ -384,8 +390,12 @@ class Machine:
         )
 
     def copy(self) -> Machine:
-        """An independent machine in the same state (memory and queues copied)."""
+        """An independent machine in the same state (memory and queues copied).
+
+        The copy has a buffer of its own and no tier state, whatever ``self`` is bound to.
+        """
         twin = copy.copy(self)
+        twin.tier_state = None
         twin.registers = list(self.registers)
         twin.memory = allocate_memory(self.memory_quota)
         twin.memory[:] = self.memory

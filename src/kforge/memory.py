@@ -33,7 +33,11 @@ MIN_STACK_BYTES: Final = 8
 #: Quotas above this are backed by an anonymous mapping, zeroed lazily by the OS.
 _MAPPED_ABOVE: Final = 1 << 20
 
-Memory = bytearray | mmap.mmap
+#: A machine's data memory: any writable, fixed-size buffer of exactly ``memory_quota``
+#: bytes (format ``B``).  :func:`allocate_memory` makes a ``bytearray`` or an ``mmap``;
+#: an execution tier may put a ``memoryview`` of its own memory in its place (the fast
+#: tier does, for as long as the machine is bound to a wasm instance).
+Memory = bytearray | mmap.mmap | memoryview
 
 _U64 = struct.Struct("<Q")
 

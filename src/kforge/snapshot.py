@@ -44,7 +44,7 @@ SNAPSHOT_VERSION: Final = 1
 _MAGIC: Final = b"KFSNAP"
 _HEADER: Final = struct.Struct("<6sHI32s")
 _REGISTERS: Final = struct.Struct(f"<{REGISTER_COUNT}Q")
-_ZERO_PAGE: Final = bytes(PAGE_SIZE)
+_ZERO_PAGE_ARRAY: Final = bytearray(PAGE_SIZE)
 
 #: Finds a program by id when the snapshot does not carry its bytes.
 ProgramLookup = Callable[[Hash256], "ForgeProgram | None"]
@@ -72,7 +72,9 @@ def _sparse_memory(memory: Any) -> dict[str, Any]:
     chunks = []
     for start in range(0, len(view), PAGE_SIZE):
         page = view[start : start + PAGE_SIZE]
-        if page != _ZERO_PAGE[: len(page)]:
+        # Performance note: bytearray == buffer is one memcmp; memoryview == bytes goes
+        # item by item (~50x slower).
+        if _ZERO_PAGE_ARRAY[: len(page)] != page:
             indices.append(start // PAGE_SIZE)
             chunks.append(compressor.compress(page))
     chunks.append(compressor.flush())
@@ -283,6 +285,7 @@ def _check_layout(machine: Machine) -> None:
 def _build(body: dict[str, Any], program: ForgeProgram) -> Machine:
     machine = Machine.__new__(Machine)
     machine.program, machine.code = program, program.code
+    machine.tier_state = None
     machine.state = _enum(body, "state", MachineState)
     machine.pc, machine.sp = _u64(body, "pc"), _u64(body, "sp")
     machine.registers = list(_REGISTERS.unpack(_fixed_bytes(body, "registers", _REGISTERS.size)))

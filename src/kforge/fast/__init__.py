@@ -18,7 +18,11 @@ Design in brief (details in each module):
   ``Machine.step()`` for whatever compiled code hands back (I/O, a block the
   budget cannot pay for whole, a mid-block entry), so the reference
   interpreter stays the only definition of channels and of partial blocks.
-* :mod:`~kforge.fast.transfer` moves the data memory in and out of wasm.
+  A machine stays *bound* to its wasm instance between slices
+  (``machine.tier_state``; ``machine.memory`` is a ``memoryview`` of the wasm
+  memory), so a slice copies nothing; :func:`unbind` gives it its own buffer back.
+* :mod:`~kforge.fast.transfer` moves the data memory in and out of wasm (on
+  binding and unbinding only).
 * :mod:`~kforge.fast.cache` keeps serialized modules on disk by program id.
 * :mod:`~kforge.fast.tiering` picks the tier: ``reference``, ``fast`` or
   ``auto`` (the interpreter until a background compile of a hot program lands).
@@ -34,7 +38,7 @@ import threading
 from kforge.fast.analysis import ProgramPlan, plan_program
 from kforge.fast.cache import DATA_DIR_ENVIRONMENT, ModuleCache, default_data_dir
 from kforge.fast.compiler import COMPILER_VERSION, generate_wat
-from kforge.fast.runtime import CompiledProgram, execute, make_engine
+from kforge.fast.runtime import CompiledProgram, execute, is_bound, make_engine, unbind
 from kforge.fast.tiering import TIERS, FastTier, Tier
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
@@ -53,9 +57,11 @@ __all__ = [
     "default_fast_tier",
     "execute",
     "generate_wat",
+    "is_bound",
     "make_engine",
     "plan_program",
     "run",
+    "unbind",
 ]
 
 _default: FastTier | None = None

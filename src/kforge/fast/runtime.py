@@ -1,21 +1,34 @@
 """Running a compiled program on a :class:`~kforge.machine.Machine`.
 
 One ``execute`` call is one execution slice with the contract of
-``Machine.run(max_ticks, yield_on_tick=...)``.  It takes a wasm instance of the
-program's module from a pool, copies the machine's data memory into the
-instance's memory 0 (:mod:`kforge.fast.transfer`) and, for the length of the
-call, points ``machine.memory`` at that wasm memory (a ``memoryview``), so the
-reference interpreter and compiled code share one memory while control goes
-back and forth.  When the call returns, the memory is copied back into the
-machine's own buffer and ``machine.memory`` is that buffer again: the machine
-holds its complete state whenever Python code can see it.
+``Machine.run(max_ticks, yield_on_tick=...)``.
 
-Why copy: ``Machine.memory`` is typed ``bytearray | mmap`` and ``Machine`` has
-``__slots__`` without ``__weakref__``, so the tier can neither keep the wasm
-memory as the machine's memory between calls nor attach an instance to a
-machine.  The copies cost ~5 µs a slice at 64 KiB and O(quota) above (about
-3 ms at 16 MiB); the change to ``kforge.machine`` that removes them is in the
-fast tier's report.
+**Binding.**  A machine run on compiled code is *bound* to a wasm instance of its
+program's module: ``machine.memory`` becomes a ``memoryview`` of the instance's
+memory 0 and ``machine.tier_state`` holds the :class:`_Binding` (the instance and
+the compiled program).  The binding outlives the call, so the next slice enters
+compiled code with no copy at all; the reference interpreter, deliveries,
+``snapshot()``, ``copy()``, checkpoints and state hashes all work on the
+``memoryview`` directly (``kforge.memory.Memory`` is any writable fixed-size
+buffer of exactly ``memory_quota`` bytes).  The machine holds its complete state
+whenever Python code can see it: registers and the rest are taken back at every
+exit, and the memory *is* the wasm memory.
+
+* The first call copies the machine's own buffer into the instance
+  (:mod:`kforge.fast.transfer`) and lets the buffer go.  A call with another
+  compiled program (another :class:`~kforge.fast.tiering.FastTier`, a recompile)
+  or after the host replaced ``machine.memory`` copies again; nothing else does.
+* A bound instance is never in a pool.  The view keeps the instance alive (the
+  ctypes buffer under it references the instance), so any ``memoryview`` taken
+  from ``machine.memory`` stays valid, and the store and its memory are freed
+  when the machine (and every such view) is dropped.
+* When a machine with a small quota (at most ``SPARSE_ABOVE``) halts or faults,
+  it is unbound: its memory is copied into a new ``bytearray`` (one ``memmove``)
+  and the instance goes back to the pool -- only when nothing else still views
+  its memory (checked by reference counts), else it is simply left to be freed.
+  A larger final machine stays bound: copying its memory out would cost more
+  than the instance it frees.  :func:`unbind` does the same on request.
+* ``Machine.copy()`` and ``restore()`` make unbound machines with their own buffer.
 
 The host loop: at a pc where compiled code can start, hand the state words over
 (:mod:`kforge.fast.abi`; only the registers the program names), call ``run``
@@ -32,6 +45,7 @@ import ctypes
 import importlib
 import operator
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Final
@@ -41,12 +55,21 @@ import wasmtime
 from kforge.core import Hash256
 from kforge.fast.abi import FAULT_EXIT_BASE, STATE_WORDS, Exit, FlagKind, flags_from_recipe
 from kforge.fast.analysis import ProgramPlan
-from kforge.fast.transfer import copy_in, copy_out
+from kforge.fast.transfer import SPARSE_ABOVE, copy_in, copy_out
 from kforge.isa import REGISTER_COUNT, WORD_MASK, FaultCode, Opcode
 from kforge.machine import Machine, MachineState
+from kforge.memory import allocate_memory
 from kforge.program import ForgeProgram
 
-__all__ = ["ENGINE_SETTINGS", "CompiledProgram", "execute", "make_engine"]
+__all__ = [
+    "ENGINE_SETTINGS",
+    "CompiledProgram",
+    "bound_program",
+    "execute",
+    "is_bound",
+    "make_engine",
+    "unbind",
+]
 
 _PAGE: Final = 65536
 _UNLIMITED: Final = 1 << 80
@@ -120,6 +143,8 @@ class _Instance:
         if pages > 1:
             memory.grow(self.store, pages - 1)
         self.pages = pages
+        #: Whether memory 0 is still all zero (never bound to a machine).
+        self.fresh = True
         self.instance = instance
         # Memory 0 never grows again and memory 1 never grows: their addresses are fixed.
         self.memory_address = _address(memory, self.store)
@@ -261,6 +286,102 @@ def _state_fits(machine: Machine) -> bool:
     )
 
 
+class _Binding:
+    """A machine's hold on one wasm instance: ``view`` is the machine's memory.
+
+    ``buffer`` is the ctypes array under ``view``; it references the instance, so
+    the instance (and its store and memory) lives as long as any view of it.
+    """
+
+    __slots__ = ("buffer", "compiled", "instance", "view")
+
+    def __init__(self, compiled: CompiledProgram, instance: _Instance, size: int) -> None:
+        buffer = (ctypes.c_ubyte * size).from_address(instance.memory_address)
+        buffer.owner = instance  # type: ignore[attr-defined]  # keeps the memory alive
+        self.compiled = compiled
+        self.instance = instance
+        self.buffer = buffer
+        self.view = memoryview(buffer).cast("B")
+
+
+def _bind(machine: Machine, compiled: CompiledProgram) -> _Instance:
+    """The instance ``machine`` runs on, binding it first when it is not bound to ``compiled``.
+
+    Performance note: a bound machine whose memory is still the binding's view
+    (the usual case from the second slice on) costs two identity checks.
+    """
+    binding = machine.tier_state
+    if type(binding) is _Binding and binding.compiled is compiled:
+        if machine.memory is not binding.view:  # the host gave the machine another buffer
+            copy_in(binding.instance.memory_address, machine.memory, machine.memory_quota)
+            machine.memory = binding.view
+        return binding.instance
+    quota = machine.memory_quota
+    instance = compiled.acquire(-(-quota // _PAGE))
+    copy_in(instance.memory_address, machine.memory, quota, destination_zero=instance.fresh)
+    instance.fresh = False
+    bound = _Binding(compiled, instance, quota)
+    machine.memory = bound.view
+    machine.tier_state = bound
+    if type(binding) is _Binding:  # bound to another compiled program before: let that go
+        _retire(binding)
+    return instance
+
+
+def _retire(binding: _Binding) -> None:
+    """Let go of a binding no machine uses any more.
+
+    Its instance goes back to the pool only when nothing else can see its memory:
+    no reference to the view but the binding's, no export of it, and no other
+    view of the buffer (slices hold the buffer until they die).  Otherwise the
+    instance is left to be freed with the last view.
+    """
+    if sys.getrefcount(binding.view) > 2:  # the binding's slot and the argument
+        return
+    try:
+        binding.view.release()
+    except BufferError:  # something holds a buffer export of it
+        return
+    if sys.getrefcount(binding.buffer) > 2:
+        return
+    binding.compiled.release(binding.instance)
+
+
+def bound_program(machine: Machine) -> CompiledProgram | None:
+    """The compiled program ``machine`` is bound to, if it is bound."""
+    binding = machine.tier_state
+    if type(binding) is _Binding and machine.memory is binding.view:
+        return binding.compiled
+    return None
+
+
+def is_bound(machine: Machine) -> bool:
+    """Whether ``machine``'s memory is the memory of a wasm instance right now."""
+    binding = machine.tier_state
+    return type(binding) is _Binding and machine.memory is binding.view
+
+
+def unbind(machine: Machine) -> None:
+    """Give a bound machine a buffer of its own again (a copy) and let the instance go.
+
+    Nothing to do for a machine that is not bound.  The machine stays exactly in
+    its state; a later fast slice binds it again.
+    """
+    binding = machine.tier_state
+    if type(binding) is not _Binding:
+        return
+    machine.tier_state = None
+    if machine.memory is binding.view:
+        quota = machine.memory_quota
+        if quota <= SPARSE_ABOVE:
+            machine.memory = bytearray(binding.view)
+        else:
+            own = allocate_memory(quota)
+            copy_out(binding.instance.memory_address, own, quota)
+            machine.memory = own
+    _retire(binding)
+
+
 def execute(
     machine: Machine,
     compiled: CompiledProgram,
@@ -270,7 +391,9 @@ def execute(
 ) -> MachineState:
     """``machine.run(max_ticks, yield_on_tick=...)``, through compiled code.
 
-    ``compiled`` must come from the machine's program (else ``ValueError``).
+    ``compiled`` must come from the machine's program (else ``ValueError``).  The
+    machine stays bound to its instance afterwards (see the module docstring),
+    unless it stopped with a small quota.
     """
     if not compiled.runs(machine.program):
         raise ValueError("the compiled program is not the machine's program")
@@ -281,22 +404,11 @@ def execute(
     if not _state_fits(machine):
         return machine.run(max_ticks, yield_on_tick=yield_on_tick)
     tick_limit = _UNLIMITED if max_ticks is None else machine.ticks_used + max_ticks
-    quota = machine.memory_quota
-    instance = compiled.acquire(-(-quota // _PAGE))
-    own_memory = machine.memory
-    copy_in(instance.memory_address, own_memory, quota)
-    shared = _byte_view(instance.memory_address, quota)
-    # Performance note: the reference steps between compiled stretches use the wasm memory
-    # in place (a memoryview), so control crosses between tiers without copying.
-    machine.memory = shared  # type: ignore[assignment]  # see the module docstring
-    try:
-        _loop(machine, compiled, instance, tick_limit, yield_on_tick)
-    finally:
-        machine.memory = own_memory
-        copy_out(instance.memory_address, own_memory, quota)
-        shared.release()
-        compiled.release(instance)
-    return machine.state
+    _loop(machine, compiled, _bind(machine, compiled), tick_limit, yield_on_tick)
+    state = machine.state
+    if state.is_final and machine.memory_quota <= SPARSE_ABOVE:
+        unbind(machine)  # nothing will run it again: its instance can serve another machine
+    return state
 
 
 def _loop(

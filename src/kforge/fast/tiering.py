@@ -36,7 +36,7 @@ from kforge.core import Hash256
 from kforge.fast.analysis import MAX_REGION_BLOCKS, plan_program
 from kforge.fast.cache import ModuleCache, default_data_dir
 from kforge.fast.compiler import generate_wat
-from kforge.fast.runtime import CompiledProgram, execute, make_engine
+from kforge.fast.runtime import CompiledProgram, bound_program, execute, make_engine
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
@@ -218,6 +218,12 @@ class FastTier:
         """Run one slice of ``machine`` on ``tier``; same contract as ``Machine.run``."""
         if tier == "reference":
             return machine.run(max_ticks, yield_on_tick=yield_on_tick)
+        if tier == "fast" or tier == "auto":
+            bound = bound_program(machine)
+            if bound is not None and bound.engine is self.engine:
+                # Performance note: a machine bound to compiled code of this engine runs
+                # on it directly: no lookup by program id (what both tiers would do).
+                return execute(machine, bound, max_ticks=max_ticks, yield_on_tick=yield_on_tick)
         if tier == "fast":
             if machine.state.is_final or machine.state is MachineState.BLOCKED:
                 return machine.state  # what Machine.run does; no need to compile

@@ -1,12 +1,13 @@
 """Moving a machine's data memory into wasm memory and back.
 
-``Machine.memory`` is a ``bytearray`` (or an ``mmap`` above 1 MiB) that the
-machine owns, so each compiled slice copies it into the instance's memory 0 and
-back (see :mod:`kforge.fast.runtime` for why, and for the change that would make
-this unnecessary).  Small memories are copied whole.  Large ones are compared
+Used when a machine is bound to a wasm instance and when it is unbound (see
+:mod:`kforge.fast.runtime`): from then on its memory *is* the wasm memory and
+slices copy nothing.  Small memories are copied whole.  Large ones are compared
 chunk by chunk and only differing chunks are written: untouched pages of both
 sides are the kernel's shared zero page, so reading them costs no memory, while
-writing them would commit the whole quota.
+writing them would commit the whole quota.  When the destination is known to be
+all zero (a new instance), the source is compared with a zero chunk instead, so
+the destination's pages are not even read.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def _load_memcmp() -> Callable[[int, int, int], int] | None:
 
 
 _memcmp = _load_memcmp()
+_ZERO_CHUNK: Final = bytearray(_CHUNK)
+_ZERO_ADDRESS: Final = ctypes.addressof((ctypes.c_char * _CHUNK).from_buffer(_ZERO_CHUNK))
 
 
 def _buffer_address(buffer: Any, size: int) -> tuple[int, object]:
@@ -43,8 +46,11 @@ def _buffer_address(buffer: Any, size: int) -> tuple[int, object]:
     return ctypes.addressof(pinned), pinned
 
 
-def _sync(destination: int, source: int, size: int) -> None:
-    """Make ``size`` bytes at ``destination`` equal those at ``source``."""
+def _sync(destination: int, source: int, size: int, destination_zero: bool = False) -> None:
+    """Make ``size`` bytes at ``destination`` equal those at ``source``.
+
+    ``destination_zero`` promises that the destination holds only zero bytes.
+    """
     if size <= SPARSE_ABOVE or _memcmp is None:
         ctypes.memmove(destination, source, size)
         return
@@ -52,14 +58,18 @@ def _sync(destination: int, source: int, size: int) -> None:
     # Performance note: compare first; write (and so commit pages) only where they differ.
     for offset in range(0, size, _CHUNK):
         length = min(_CHUNK, size - offset)
-        if memcmp(destination + offset, source + offset, length):
+        against = _ZERO_ADDRESS if destination_zero else destination + offset
+        if memcmp(against, source + offset, length):
             ctypes.memmove(destination + offset, source + offset, length)
 
 
-def copy_in(address: int, memory: Any, size: int) -> None:
-    """Copy a machine's memory (a writable buffer of ``size`` bytes) to ``address``."""
+def copy_in(address: int, memory: Any, size: int, *, destination_zero: bool = False) -> None:
+    """Copy a machine's memory (a writable buffer of ``size`` bytes) to ``address``.
+
+    ``destination_zero``: the ``size`` bytes at ``address`` are known to be zero.
+    """
     source, pinned = _buffer_address(memory, size)
-    _sync(address, source, size)
+    _sync(address, source, size, destination_zero)
     del pinned
 
 
