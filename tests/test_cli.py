@@ -654,3 +654,40 @@ def test_the_command_reports_errors_in_one_line_without_a_traceback(write: Any) 
     done = run_process()
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_byte_order_mark_before_assembly_text_is_ignored(capsys: Any, write: Any) -> None:
+    source = write("bom.fasm", b"\xef\xbb\xbfLI r1, 7\nHALT\n")
+    status, result = run_json(capsys, source)
+    assert (status, result["registers"]["r1"]) == (0, 7)
+
+
+@pytest.mark.parametrize(
+    ("content", "memory", "name"),
+    [
+        ("ADD r1\n", "65536", "InvalidProgram: "),
+        (b"FRGP\x02\x00", "65536", "InvalidProgram: "),
+        ("HALT\n", "4", "MemoryQuotaExceeded: "),
+    ],
+)
+def test_errors_on_stderr_carry_the_seed_error_name(
+    capsys: Any, write: Any, content: str | bytes, memory: str, name: str
+) -> None:
+    source = write("named.fasm", content)
+    status, out, err = kforge(capsys, "run", source, "--memory", memory, "--json")
+    assert (status, out) == (2, "")
+    assert err.startswith("kforge: " + name) and err.count("\n") == 1
+
+
+def test_running_out_of_host_memory_is_one_line_not_a_traceback(
+    capsys: Any, write: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kforge import cli_options
+
+    def exhausted(text: str, filename: str) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(cli_options, "assemble", exhausted)
+    status, out, err = kforge(capsys, "run", write("big.fasm", ".data\n.zero 3000000000\n"))
+    assert (status, out) == (2, "")
+    assert err == "kforge: MemoryError: the host ran out of memory for this request\n"

@@ -177,6 +177,20 @@ _COMMANDS = {"asm": _command_asm, "disasm": _command_disasm, "run": _command_run
 _COMMANDS.update(link_cli.COMMANDS)
 
 
+def _error_name(error: ForgeError) -> str:
+    """The seed's name for an error (``InvalidProgram`` for an assembly error, …)."""
+    for cls in type(error).__mro__:
+        if cls.__module__ == "kforge.core" and cls is not ForgeError:
+            return cls.__name__
+    return type(error).__name__
+
+
+def _fail(message: str) -> int:
+    """One line on stderr, exit status 2."""
+    sys.stderr.write("kforge: " + message.replace("\n", " ") + "\n")
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kforge`` command; returns the exit status."""
     try:
@@ -184,10 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None) or _COMMANDS[args.command]
         status: int = handler(args)
         return status
-    except (CliError, ForgeError) as error:
-        message = str(error).replace("\n", " ")
-        sys.stderr.write(f"kforge: {message}\n")
-        return 2
+    except CliError as error:
+        return _fail(str(error))
+    except ForgeError as error:
+        return _fail(f"{_error_name(error)}: {error}")
+    except MemoryError:
+        return _fail("MemoryError: the host ran out of memory for this request")
     except KeyboardInterrupt:
         sys.stderr.write("kforge: interrupted\n")
         return 130

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from kforge.asm import assemble
-from kforge.core import ForgeError
+from kforge.core import InvalidProgram
 from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
 
@@ -102,10 +102,10 @@ def load_program(path: str) -> ForgeProgram:
     if is_program_bytes(blob):
         try:
             return decode_program(blob)
-        except ForgeError as error:
-            raise CliError(f"{path}: {error}") from None
+        except InvalidProgram as error:
+            raise InvalidProgram(f"{path}: {error.reason}") from None
     try:
-        text = blob.decode("utf-8")
+        text = blob.decode("utf-8-sig")  # a leading byte-order mark is not part of the text
     except UnicodeDecodeError as error:
         raise CliError(
             f"{path}: neither FRGP bytes nor UTF-8 assembly text "
