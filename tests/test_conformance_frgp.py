@@ -33,7 +33,9 @@ TIERS = [
 MASK = (1 << 64) - 1
 
 
-def insn(op: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0, reserved: int = 0) -> bytes:
+def insn(
+    op: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0, reserved: int = 0
+) -> bytes:
     return struct.pack("<BBBBIQ", op, rd, rs1, rs2, reserved, imm & MASK)
 
 
@@ -177,9 +179,7 @@ INVALID: dict[str, bytes] = {
     "entry_equals_code_length": frgp([insn(HALT)], entry=1),
     "entry_huge": frgp([insn(HALT)], entry=MASK),
     "bad_magic": b"FRGQ" + _GOOD[4:],
-    "relocations_unsorted": frgp(
-        [insn(HALT), insn(HALT)], relocations=((1, 0, b""), (0, 0, b""))
-    ),
+    "relocations_unsorted": frgp([insn(HALT), insn(HALT)], relocations=((1, 0, b""), (0, 0, b""))),
     "code_relocation_with_a_name": frgp([insn(HALT)], relocations=((0, 0, b"x"),)),
     # Documented decisions (docs/spec.md §7) where the spec leaves room:
     "decision_reserved_non_zero_on_unknown_opcode": frgp([insn(0xAA, reserved=1)]),
