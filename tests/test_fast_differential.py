@@ -98,6 +98,33 @@ def test_every_tick_budget_cut_agrees(
         assert_same(reference, fast, f"budget {budget}")
 
 
+def _assert_slices_agree(
+    fast_tier: FastTier,
+    program: ForgeProgram,
+    options: dict[str, Any],
+    budget: int,
+    max_ticks: int | None,
+    yield_on_tick: bool,
+    messages: list[tuple[int, bytes]],
+) -> None:
+    """Run both tiers slice by slice with the same deliveries; every slice must agree."""
+    pair = _pair(program, options, budget)
+    if pair is None:
+        return
+    reference, fast = pair
+    arguments: dict[str, Any] = {
+        "max_ticks": max_ticks,
+        "yield_on_tick": yield_on_tick,
+        "deliveries": messages,
+    }
+    expected = drive(reference, reference_runner, **arguments)
+    actual = drive(fast, tier_runner(fast_tier, "fast"), **arguments)
+    assert len(expected) == len(actual)
+    for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
+        assert left == right, f"slice {index}"
+    assert_same(reference, fast)
+
+
 @SETTINGS
 @given(
     programs(),
@@ -118,21 +145,9 @@ def test_slices_agree(
     messages: list[tuple[int, bytes]],
     regions: int,
 ) -> None:
-    pair = _pair(program, options, budget)
-    if pair is None:
-        return
-    reference, fast = pair
-    arguments: dict[str, Any] = {
-        "max_ticks": max_ticks,
-        "yield_on_tick": yield_on_tick,
-        "deliveries": messages,
-    }
-    expected = drive(reference, reference_runner, **arguments)
-    actual = drive(fast, tier_runner(tiers[regions], "fast"), **arguments)
-    assert len(expected) == len(actual)
-    for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
-        assert left == right, f"slice {index}"
-    assert_same(reference, fast)
+    _assert_slices_agree(
+        tiers[regions], program, options, budget, max_ticks, yield_on_tick, messages
+    )
 
 
 @SETTINGS
@@ -252,16 +267,6 @@ def test_deep_slices_agree(
     regions: int,
 ) -> None:
     """The slices test with longer programs and many more examples (``make test-all``)."""
-    pair = _pair(program, options, budget)
-    if pair is None:
-        return
-    reference, fast = pair
-    arguments: dict[str, Any] = {
-        "max_ticks": max_ticks,
-        "yield_on_tick": yield_on_tick,
-        "deliveries": messages,
-    }
-    expected = drive(reference, reference_runner, **arguments)
-    actual = drive(fast, tier_runner(tiers[regions], "fast"), **arguments)
-    assert expected == actual
-    assert_same(reference, fast)
+    _assert_slices_agree(
+        tiers[regions], program, options, budget, max_ticks, yield_on_tick, messages
+    )
