@@ -9,11 +9,14 @@ mapping to ``KingdomError``.  Guest-side faults live in :mod:`kforge.isa`.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Final
 
 __all__ = [
+    "DATA_DIR_ENVIRONMENT",
     "AgentId",
     "ErrorCategory",
     "EventKind",
@@ -31,7 +34,19 @@ __all__ = [
     "TooManySandboxes",
     "UnresolvedSymbol",
     "VaultFetchFailed",
+    "default_data_dir",
 ]
+
+#: The environment variable naming kforge's data directory.
+DATA_DIR_ENVIRONMENT: Final = "KFORGE_DATA_DIR"
+
+
+def default_data_dir() -> Path:
+    """Where kforge keeps its files: ``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``."""
+    explicit = os.environ.get(DATA_DIR_ENVIRONMENT)
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path.home() / ".local" / "share" / "kforge"
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_public_key,
 )
 
-from kforge.core import ErrorCategory, ForgeError
+from kforge.core import DATA_DIR_ENVIRONMENT, ErrorCategory, ForgeError, default_data_dir
 
 __all__ = [
     "DATA_DIR_ENVIRONMENT",
@@ -41,7 +41,6 @@ __all__ = [
     "parse_public_key",
 ]
 
-DATA_DIR_ENVIRONMENT: Final = "KFORGE_DATA_DIR"
 KEY_FILE_NAME: Final = "forge_ed25519.pem"
 
 
@@ -55,12 +54,6 @@ class KeyFileError(ForgeError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
-
-
-def default_data_dir() -> Path:
-    """``$KFORGE_DATA_DIR`` if set, else ``~/.local/share/kforge``."""
-    configured = os.environ.get(DATA_DIR_ENVIRONMENT)
-    return Path(configured) if configured else Path.home() / ".local" / "share" / "kforge"
 
 
 class NodeKey:

@@ -481,12 +481,6 @@ def _channel(m: Machine, channel: int, *, sending: bool) -> int:
     return channel
 
 
-def _set_arithmetic_flags(m: Machine, result: int, carry: bool, overflow: bool) -> None:
-    m.zero = result == 0
-    m.carry = carry
-    m.overflow = overflow
-
-
 def _set_logic_flags(m: Machine, result: int) -> None:
     m.zero = result == 0
     m.carry = False
@@ -495,6 +489,31 @@ def _set_logic_flags(m: Machine, result: int) -> None:
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value & _SIGN_BIT else value
+
+
+# The flag rules, shared with the fast tier (which records operands and derives flags later).
+
+
+def add_carry_overflow(a: int, b: int, result: int) -> tuple[bool, bool]:
+    """ADD: carry on unsigned overflow (the wrapped sum is below an operand); signed overflow."""
+    return result < a, bool(~(a ^ b) & (a ^ result) & _SIGN_BIT)
+
+
+def sub_carry_overflow(a: int, b: int, result: int) -> tuple[bool, bool]:
+    """SUB: carry on borrow (a < b); signed overflow."""
+    return a < b, bool((a ^ b) & (a ^ result) & _SIGN_BIT)
+
+
+def mul_carry_overflow(a: int, b: int) -> tuple[bool, bool]:
+    """MUL: carry when the high 64 bits of a*b are non-zero; overflow when the signed product
+    does not fit 64 bits."""
+    signed_product = _signed(a) * _signed(b)
+    return a * b > WORD_MASK, not -_SIGN_BIT <= signed_product < _SIGN_BIT
+
+
+def neg_carry_overflow(a: int) -> tuple[bool, bool]:
+    """NEG: carry when the operand is non-zero; overflow when it is 2^63."""
+    return a != 0, a == _SIGN_BIT
 
 
 # =============================================================================
@@ -508,11 +527,10 @@ def op_add(m: Machine, insn: Instruction) -> None:
     Flags: zero; carry on unsigned overflow; overflow on signed overflow.
     """
     a, b = m.registers[insn.rs1], m.registers[insn.rs2]
-    total = a + b
-    result = total & WORD_MASK
-    overflow = bool(~(a ^ b) & (a ^ result) & _SIGN_BIT)
+    result = (a + b) & WORD_MASK
     m.registers[insn.rd] = result
-    _set_arithmetic_flags(m, result, total > WORD_MASK, overflow)
+    m.zero = result == 0
+    m.carry, m.overflow = add_carry_overflow(a, b, result)
     m.pc += 1
 
 
@@ -523,9 +541,9 @@ def op_sub(m: Machine, insn: Instruction) -> None:
     """
     a, b = m.registers[insn.rs1], m.registers[insn.rs2]
     result = (a - b) & WORD_MASK
-    overflow = bool((a ^ b) & (a ^ result) & _SIGN_BIT)
     m.registers[insn.rd] = result
-    _set_arithmetic_flags(m, result, a < b, overflow)
+    m.zero = result == 0
+    m.carry, m.overflow = sub_carry_overflow(a, b, result)
     m.pc += 1
 
 
@@ -536,12 +554,10 @@ def op_mul(m: Machine, insn: Instruction) -> None:
     overflow when the signed product does not fit 64 bits.
     """
     a, b = m.registers[insn.rs1], m.registers[insn.rs2]
-    product = a * b
-    result = product & WORD_MASK
-    signed_product = _signed(a) * _signed(b)
-    overflow = not -(1 << 63) <= signed_product < (1 << 63)
+    result = (a * b) & WORD_MASK
     m.registers[insn.rd] = result
-    _set_arithmetic_flags(m, result, product > WORD_MASK, overflow)
+    m.zero = result == 0
+    m.carry, m.overflow = mul_carry_overflow(a, b)
     m.pc += 1
 
 
@@ -581,7 +597,8 @@ def op_neg(m: Machine, insn: Instruction) -> None:
     a = m.registers[insn.rs1]
     result = -a & WORD_MASK
     m.registers[insn.rd] = result
-    _set_arithmetic_flags(m, result, a != 0, a == _SIGN_BIT)
+    m.zero = result == 0
+    m.carry, m.overflow = neg_carry_overflow(a)
     m.pc += 1
 
 

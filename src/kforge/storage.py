@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Final, Self
 
-from kforge.core import Hash256, InvalidProgram, VaultFetchFailed
+from kforge.core import Hash256, InvalidProgram, VaultFetchFailed, default_data_dir
 from kforge.program import ForgeProgram, decode_program
 
 __all__ = [
@@ -42,14 +42,6 @@ CREATE TABLE IF NOT EXISTS objects (
     size INTEGER NOT NULL
 )
 """
-
-
-def default_data_dir() -> Path:
-    """Where kforge keeps its files: ``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``."""
-    explicit = os.environ.get("KFORGE_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    return Path.home() / ".local" / "share" / "kforge"
 
 
 def connect_sqlite(path: str | Path, *, synchronous: str = "NORMAL") -> sqlite3.Connection:

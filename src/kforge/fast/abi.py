@@ -40,6 +40,13 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
+from kforge.machine import (
+    add_carry_overflow,
+    mul_carry_overflow,
+    neg_carry_overflow,
+    sub_carry_overflow,
+)
+
 __all__ = [
     "FAULT_EXIT_BASE",
     "STATE_WORDS",
@@ -105,17 +112,12 @@ class FlagKind(IntEnum):
     LOGIC = 5  # DIV, MOD, AND, OR, XOR, NOT, SHL, SHR: only v counts
 
 
-_SIGN_BIT: Final = 1 << 63
 _WORD_MASK: Final = (1 << 64) - 1
 _EXPLICIT: Final = int(FlagKind.EXPLICIT)
 _ADD: Final = int(FlagKind.ADD)
 _SUB: Final = int(FlagKind.SUB)
 _MUL: Final = int(FlagKind.MUL)
 _NEG: Final = int(FlagKind.NEG)
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value & _SIGN_BIT else value
 
 
 def flags_from_recipe(kind: int, a: int, b: int, v: int) -> tuple[bool, bool, bool]:
@@ -125,14 +127,11 @@ def flags_from_recipe(kind: int, a: int, b: int, v: int) -> tuple[bool, bool, bo
         return a != 0, b != 0, v != 0
     zero = v == 0
     if kind == _ADD:  # v = a + b: a is recorded as v - b
-        a = (v - b) & _WORD_MASK
-        return zero, v < a, bool(~(a ^ b) & (a ^ v) & _SIGN_BIT)
+        return (zero, *add_carry_overflow((v - b) & _WORD_MASK, b, v))
     if kind == _SUB:  # v = a - b: a is recorded as v + b
-        a = (v + b) & _WORD_MASK
-        return zero, a < b, bool((a ^ b) & (a ^ v) & _SIGN_BIT)
+        return (zero, *sub_carry_overflow((v + b) & _WORD_MASK, b, v))
     if kind == _MUL:
-        signed_product = _signed(a) * _signed(b)
-        return zero, a * b > _WORD_MASK, not -_SIGN_BIT <= signed_product < _SIGN_BIT
-    if kind == _NEG:  # a = -v: non-zero exactly when v is, 2^63 exactly when v is
-        return zero, v != 0, v == _SIGN_BIT
+        return (zero, *mul_carry_overflow(a, b))
+    if kind == _NEG:  # v = 0 - a
+        return (zero, *neg_carry_overflow(-v & _WORD_MASK))
     return zero, False, False

@@ -24,24 +24,15 @@ from typing import Final
 
 import wasmtime
 
-from kforge.core import Hash256
+from kforge.core import DATA_DIR_ENVIRONMENT, Hash256, default_data_dir
 from kforge.fast.compiler import COMPILER_VERSION
 from kforge.fast.runtime import ENGINE_SETTINGS
 
 __all__ = ["DATA_DIR_ENVIRONMENT", "ModuleCache", "default_data_dir"]
 
-DATA_DIR_ENVIRONMENT: Final = "KFORGE_DATA_DIR"
 _MAGIC: Final = b"KFWASM01"
 _DIGEST_SIZE: Final = 32
 _SUBDIRECTORY: Final = "fast-modules"
-
-
-def default_data_dir() -> Path:
-    """``$KFORGE_DATA_DIR`` if set, else ``~/.local/share/kforge``."""
-    configured = os.environ.get(DATA_DIR_ENVIRONMENT)
-    if configured:
-        return Path(configured)
-    return Path.home() / ".local" / "share" / "kforge"
 
 
 def _build_key(variant: str) -> str:
