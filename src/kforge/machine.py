@@ -35,7 +35,7 @@ from kforge.isa import (
     Opcode,
     tick_cost,
 )
-from kforge.memory import Memory, allocate_memory, encode_environment, plan_layout
+from kforge.memory import Layout, Memory, allocate_memory, encode_environment, plan_layout
 from kforge.program import ForgeProgram
 
 __all__ = [
@@ -215,15 +215,10 @@ class Machine:
         not fit ``memory_quota``; ``InvalidProgram`` when the program still has
         unresolved imports; ``PermissionDenied`` for a grant outside channels 3..7.
         """
-        unresolved = program.imports
-        if unresolved:
-            names = ", ".join(name.decode("utf-8", "replace") for name in unresolved)
-            raise InvalidProgram(f"unresolved imports ({names}): link the program first")
         if tick_budget < 0 or tick_budget > WORD_MASK:
             raise InvalidProgram(f"tick budget {tick_budget} is outside 0..2^64-1")
-        granted = _granted_channels(frozenset(grants))
-        environment_block = encode_environment(environment or {})
-        layout = plan_layout(len(program.data), len(environment_block), memory_quota)
+        granted = granted_channels(frozenset(grants))
+        environment_block, layout = plan_memory(program, memory_quota, environment or {})
 
         machine = cls.__new__(cls)
         machine.program = program
@@ -407,8 +402,25 @@ class Machine:
         return twin
 
 
+def plan_memory(
+    program: ForgeProgram, memory_quota: int, environment: Mapping[bytes, bytes]
+) -> tuple[bytes, Layout]:
+    """The environment block and memory layout a machine for ``program`` would get.
+
+    Allocates nothing, so a host can check a request before charging for it.
+    Raises ``InvalidProgram`` when the program still has unresolved imports and
+    ``MemoryQuotaExceeded`` when data, environment and one stack slot do not fit.
+    """
+    unresolved = program.imports
+    if unresolved:
+        names = ", ".join(name.decode("utf-8", "replace") for name in unresolved)
+        raise InvalidProgram(f"unresolved imports ({names}): link the program first")
+    environment_block = encode_environment(environment)
+    return environment_block, plan_layout(len(program.data), len(environment_block), memory_quota)
+
+
 @lru_cache(maxsize=64)
-def _granted_channels(extra: frozenset[int]) -> frozenset[int]:
+def granted_channels(extra: frozenset[int]) -> frozenset[int]:
     """The channels a machine may use: 0..2 always, plus grants from 3..7.
 
     Raises ``PermissionDenied`` for any other channel.  Cached: machines share the set.

@@ -32,7 +32,6 @@ from kforge.core import (
     ForgeError,
     Hash256,
     Internal,
-    InvalidProgram,
     InvalidState,
     MemoryQuotaExceeded,
     PermissionDenied,
@@ -84,10 +83,9 @@ from kforge.host import (
     VaultAdapter,
     incoming_frame,
 )
-from kforge.isa import DEFAULT_GRANTS, GRANTABLE_CHANNELS, Channel
+from kforge.isa import DEFAULT_GRANTS, Channel
 from kforge.link import Import
-from kforge.machine import Machine, MachineState
-from kforge.memory import encode_environment, plan_layout
+from kforge.machine import Machine, MachineState, granted_channels, plan_memory
 from kforge.messages import Envelope, InvalidRequest, Mailbox
 from kforge.proofs import ExecutionProof, Signer
 from kforge.replay import RunRecord
@@ -408,17 +406,11 @@ class Engine(ServiceOperations):
             raise MemoryQuotaExceeded(
                 self._live_memory + request.memory_quota, limits.max_total_memory
             )
-        refused = sorted(set(request.grants) - GRANTABLE_CHANNELS - DEFAULT_GRANTS)
-        if refused:
-            raise PermissionDenied(f"channel {refused[0]} cannot be granted (only 3..7)")
+        granted_channels(frozenset(request.grants) - DEFAULT_GRANTS)
         if self.trust is not None:
             self.trust.check_runnable(request.code)  # re-checked at every creation
         program = self.programs.load(request.code)
-        if program.imports:
-            names = ", ".join(name.decode("utf-8", "replace") for name in program.imports)
-            raise InvalidProgram(f"unresolved imports ({names}): link the program first")
-        environment = encode_environment(request.environment)
-        plan_layout(len(program.data), len(environment), request.memory_quota)
+        plan_memory(program, request.memory_quota, request.environment)
         charge = (
             self.ledger.charge_creation(owner, request.memory_quota) if self.accounting else None
         )
