@@ -18,6 +18,7 @@ from kforge.cli_options import CliError, add_machine_options, load_program, read
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
 from kforge.machine import Machine, MachineState
+from kforge.tiers import run_on_tier
 
 __all__ = ["CliError", "load_program", "main", "result_json"]
 
@@ -71,20 +72,6 @@ def _build_parser() -> _Parser:
     server_cli.add_commands(commands)
     sandbox_cli.add_commands(commands)
     return parser
-
-
-def _execute(machine: Machine, tier: str) -> None:
-    if tier == "reference":
-        machine.run()
-        return
-    try:
-        from kforge import fast
-    except ImportError:
-        if tier == "fast":
-            raise CliError("the fast tier is not available in this installation") from None
-        machine.run()
-        return
-    fast.run(machine, tier="fast" if tier == "fast" else "auto")
 
 
 def _trace(machine: Machine, out: TextIO) -> None:
@@ -165,7 +152,7 @@ def _command_run(args: argparse.Namespace) -> int:
     if args.trace:
         _trace(machine, sys.stderr if args.json else sys.stdout)
     else:
-        _execute(machine, args.tier)
+        run_on_tier(machine, args.tier)
     if args.json:
         sys.stdout.write(json.dumps(result_json(machine)) + "\n")
     else:

@@ -14,6 +14,7 @@ from kforge.asm import assemble
 from kforge.core import InvalidProgram
 from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
+from kforge.tiers import TIERS
 
 __all__ = [
     "TIERS",
@@ -26,8 +27,6 @@ __all__ = [
     "read_input",
     "u64",
 ]
-
-TIERS = ("auto", "reference", "fast")
 
 
 class CliError(Exception):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kforge.cli import load_program, main
 from kforge.machine import Machine
+from kforge.tiers import run_on_tier
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 INPUTS = {"echo": "ping", "reverse": "stressed", "checksum": "Wikipedia"}
@@ -73,12 +74,7 @@ def _compare_tiers(built: dict[str, Path]) -> None:
     for tier in ("reference", "fast"):
         machine = Machine.load(program)
         started = time.perf_counter()
-        try:
-            from kforge import fast
-
-            fast.run(machine, tier=tier)
-        except ImportError:
-            machine.run()
+        run_on_tier(machine, tier)
         elapsed = time.perf_counter() - started
         rate = machine.ticks_used / elapsed / 1e6
         print(

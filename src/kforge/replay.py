@@ -27,6 +27,7 @@ import msgpack
 from kforge.core import ErrorCategory, ForgeError, Hash256
 from kforge.machine import DEFAULT_MESSAGE_LIMIT, Delivery, Machine, MachineState
 from kforge.program import ForgeProgram
+from kforge.tiers import check_tier, run_on_tier
 
 __all__ = [
     "RECORD_FORMAT_VERSION",
@@ -236,20 +237,13 @@ def _delivery(entry: Any) -> Delivery:
 def slice_runner(tier: str = "reference", fast_tier: Any = None) -> SliceRunner:
     """A :data:`SliceRunner` on ``tier`` (``reference``, ``fast`` or ``auto``).
 
-    ``fast``/``auto`` use ``kforge.fast`` (with ``fast_tier`` when given); when the
-    fast tier cannot be imported, ``auto`` falls back to the reference interpreter.
+    ``fast``/``auto`` use ``kforge.fast`` (with ``fast_tier`` when given); see
+    :func:`kforge.tiers.run_on_tier`.
     """
-    if tier == "reference":
-        return lambda machine, max_ticks: machine.run(max_ticks)
-    try:
-        from kforge import fast
-    except ImportError:
-        if tier == "fast":
-            raise
-        return lambda machine, max_ticks: machine.run(max_ticks)
+    check_tier(tier)
 
     def run(machine: Machine, max_ticks: int | None) -> MachineState:
-        return fast.run(machine, tier=tier, max_ticks=max_ticks, fast_tier=fast_tier)  # type: ignore[arg-type]
+        return run_on_tier(machine, tier, max_ticks=max_ticks, fast_tier=fast_tier)
 
     return run
 
