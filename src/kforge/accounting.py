@@ -241,11 +241,7 @@ class Ledger(SqliteStore):
     def reserve_ticks(self, agent: AgentId, amount: int, purpose: str = "execution") -> None:
         """Set aside ``amount`` ticks of the allowance; raises :class:`InsufficientResources`."""
         with self.transaction() as connection:
-            account = _account(connection, agent)
-            if amount > account.ticks_available:
-                raise InsufficientResources(
-                    agent, "ticks", amount, account.ticks_available, purpose
-                )
+            _require_ticks(connection, agent, amount, purpose)
             connection.execute(
                 "UPDATE accounts SET ticks_reserved = ticks_reserved + ? WHERE agent = ?",
                 (amount, agent.raw),
@@ -265,11 +261,7 @@ class Ledger(SqliteStore):
     def charge_ticks(self, agent: AgentId, amount: int, purpose: str) -> None:
         """Spend ``amount`` ticks of the allowance at once (linking, proofs)."""
         with self.transaction() as connection:
-            account = _account(connection, agent)
-            if amount > account.ticks_available:
-                raise InsufficientResources(
-                    agent, "ticks", amount, account.ticks_available, purpose
-                )
+            _require_ticks(connection, agent, amount, purpose)
             connection.execute(
                 "UPDATE accounts SET ticks_spent = ticks_spent + ? WHERE agent = ?",
                 (amount, agent.raw),
@@ -350,6 +342,15 @@ def _check_amount(amount: int, name: str) -> None:
 
 def _ensure(connection: sqlite3.Connection, agent: AgentId) -> None:
     connection.execute("INSERT OR IGNORE INTO accounts (agent) VALUES (?)", (agent.raw,))
+
+
+def _require_ticks(
+    connection: sqlite3.Connection, agent: AgentId, amount: int, purpose: str
+) -> None:
+    """Raise :class:`InsufficientResources` unless ``agent`` has ``amount`` ticks available."""
+    available = _account(connection, agent).ticks_available
+    if amount > available:
+        raise InsufficientResources(agent, "ticks", amount, available, purpose)
 
 
 def _account(connection: sqlite3.Connection, agent: AgentId) -> Account:

@@ -440,15 +440,7 @@ class _Rebuilder:
             sandbox = Sandbox(Hash256(values["id"]), request)
             engine._sandbox_counter = max(engine._sandbox_counter, values["counter"])
             program = engine.programs.load(request.code)
-            sandbox.machine = Machine.load(
-                program,
-                memory_quota=request.memory_quota,
-                tick_budget=request.tick_budget,
-                input=request.input,
-                environment=request.environment,
-                grants=set(request.grants) - {0, 1, 2},
-                message_limit=engine.limits.message_limit,
-            )
+            sandbox.machine = request.load_machine(program, engine.limits.message_limit)
             sandbox.state = SandboxState.READY
             engine._sandboxes[sandbox.id] = sandbox
             engine._count_live(sandbox, +1)

@@ -419,15 +419,7 @@ class Engine(ServiceOperations):
         self._sandboxes[sandbox.id] = sandbox
         self._count_live(sandbox, +1)
         try:
-            sandbox.machine = Machine.load(
-                program,
-                memory_quota=request.memory_quota,
-                tick_budget=request.tick_budget,
-                input=request.input,
-                environment=request.environment,
-                grants=set(request.grants) - DEFAULT_GRANTS,
-                message_limit=limits.message_limit,
-            )
+            sandbox.machine = request.load_machine(program, limits.message_limit)
         except ForgeError:
             del self._sandboxes[sandbox.id]
             self._count_live(sandbox, -1)

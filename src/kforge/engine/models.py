@@ -11,9 +11,10 @@ from enum import Enum
 from typing import Final, Protocol
 
 from kforge.core import AgentId, ErrorCategory, ForgeError, Hash256, KingdomError
-from kforge.isa import CHANNEL_COUNT, FaultCode
-from kforge.machine import DEFAULT_MESSAGE_LIMIT
+from kforge.isa import CHANNEL_COUNT, DEFAULT_GRANTS, FaultCode
+from kforge.machine import DEFAULT_MESSAGE_LIMIT, Machine
 from kforge.messages import InvalidRequest
+from kforge.program import ForgeProgram
 
 __all__ = [
     "DEFAULT_SLICE_TICKS",
@@ -146,6 +147,18 @@ class CreateSandbox:
             raise InvalidRequest(
                 "deadline", f"expected a positive number of seconds, got {self.deadline!r}"
             )
+
+    def load_machine(self, program: ForgeProgram, message_limit: int) -> Machine:
+        """The READY machine this request asks for, running ``program``."""
+        return Machine.load(
+            program,
+            memory_quota=self.memory_quota,
+            tick_budget=self.tick_budget,
+            input=self.input,
+            environment=self.environment,
+            grants=self.grants - DEFAULT_GRANTS,
+            message_limit=message_limit,
+        )
 
 
 @dataclass(frozen=True, slots=True)
