@@ -26,7 +26,7 @@ from kforge.program import ForgeProgram, Relocation, RelocationKind, decode_prog
 SRC = Path(__file__).resolve().parents[1] / "src"
 HAS_FAST_TIER = importlib.util.find_spec("kforge.fast") is not None
 RESULT_KEYS = {
-    "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex",
+    "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex", "stderr_hex",
     "registers", "flags",
 }  # fmt: skip
 
@@ -124,6 +124,29 @@ def test_running_the_frgp_file_gives_the_same_result_as_the_source(
     assert status == 0
     assert result["output_hex"] == b"hi\n".hex()
     assert result["state"] == "HALTED"
+
+
+def test_json_reports_stderr_bytes_apart_from_stdout(capsys: Any, write: Any) -> None:
+    source = write(
+        "both.fasm",
+        """\
+.data
+out:    .ascii "ok\\n"
+err:    .ascii "bad\\n"
+.code
+        LI   r1, out
+        LI   r2, 3
+        SEND 0, r1, r2
+        LI   r1, err
+        LI   r2, 4
+        SEND 1, r1, r2
+        HALT
+""",
+    )
+    status, result = run_json(capsys, source)
+    assert status == 0
+    assert result["output_hex"] == b"ok\n".hex()
+    assert result["stderr_hex"] == b"bad\n".hex()
 
 
 def test_disasm_output_assembles_back_to_the_same_bytes(
@@ -682,7 +705,7 @@ def test_errors_on_stderr_carry_the_seed_error_name(
 def test_running_out_of_host_memory_is_one_line_not_a_traceback(
     capsys: Any, write: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kforge import cli_options
+    from kforge.cli import options as cli_options
 
     def exhausted(text: str, filename: str) -> Any:
         raise MemoryError

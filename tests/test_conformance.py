@@ -37,7 +37,7 @@ CASE_FILES = sorted(CASES_DIR.glob("*.fasm"))
 SRC = Path(__file__).resolve().parents[1] / "src"
 HAS_FAST_TIER = importlib.util.find_spec("kforge.fast") is not None
 RESULT_KEYS = {
-    "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex",
+    "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex", "stderr_hex",
     "registers", "flags",
 }  # fmt: skip
 _DIRECTIVE = re.compile(r"^;\s*(args|expect|expect-exit|expect-error):\s?(.*)$")

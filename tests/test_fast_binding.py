@@ -15,7 +15,7 @@ from kforge.fast import runtime as runtime_module
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 from kforge.proofs import state_hash
-from kforge.snapshot import checkpoint, restore
+from kforge.proofs.snapshot import checkpoint, restore
 
 # Receive 8 bytes, fold them into r5, write 100 words of memory, echo the message to
 # stdout, touch the stack, yield; forever.

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kforge.asm import assemble
+from kforge.cli.link import COMMANDS, add_commands
 from kforge.core import (
     ForgeError,
     Hash256,
@@ -21,7 +22,6 @@ from kforge.core import (
 )
 from kforge.isa import WORD_MASK, Instruction, Opcode
 from kforge.link import Import, derive_imports, link, link_cost
-from kforge.link_cli import COMMANDS, add_commands
 from kforge.machine import Machine, MachineState
 from kforge.program import (
     ForgeProgram,

@@ -18,7 +18,6 @@ from kforge.asm import assemble
 from kforge.core import Hash256, MemoryQuotaExceeded
 from kforge.fast import FastTier
 from kforge.isa import Instruction, Opcode
-from kforge.keys import KeyFileError, NodeKey, load_or_create_key, parse_public_key
 from kforge.machine import Delivery, Machine
 from kforge.program import ForgeProgram
 from kforge.proofs import (
@@ -33,7 +32,8 @@ from kforge.proofs import (
     trace_hash,
     verify_proof,
 )
-from kforge.replay import RunRecord
+from kforge.proofs.keys import KeyFileError, NodeKey, load_or_create_key, parse_public_key
+from kforge.proofs.replay import RunRecord
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(

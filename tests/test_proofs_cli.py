@@ -9,9 +9,9 @@ import msgpack
 import pytest
 
 from kforge.cli import CliError
+from kforge.cli.proofs import add_commands
 from kforge.core import ForgeError
-from kforge.keys import load_or_create_key
-from kforge.proofs_cli import add_commands
+from kforge.proofs.keys import load_or_create_key
 
 COUNT = "LI r1, 0\nLI r2, 50\nLI r3, 1\nl:\nADD r1, r1, r3\nJLT r1, r2, l\nSEND 0, r253, r1\nHALT\n"
 

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from kforge.asm import assemble
 from kforge.core import MemoryQuotaExceeded
 from kforge.fast import FastTier, is_bound
-from kforge.keys import NodeKey
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 from kforge.proofs import StateHasher, generate_proof, state_hash, verify_proof
-from kforge.replay import RunRecord
+from kforge.proofs.keys import NodeKey
+from kforge.proofs.replay import RunRecord
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(

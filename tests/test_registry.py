@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from kforge.core import AgentId, Hash256
-from kforge.keys import NodeKey
 from kforge.link import Import, link
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer, generate_proof, trace_hash
+from kforge.proofs.keys import NodeKey
+from kforge.proofs.replay import RunRecord
 from kforge.registry import (
     SCHEMA_VERSION,
     FailureKind,
@@ -38,7 +39,6 @@ from kforge.registry import (
     load_policy,
     parse_vectors,
 )
-from kforge.replay import RunRecord
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "registry"
 NUMLIB = (EXAMPLES / "numlib.fasm").read_bytes()

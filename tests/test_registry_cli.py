@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from kforge.cli import CliError
+from kforge.cli.proofs import add_commands as add_proof_commands
+from kforge.cli.registry import add_commands
 from kforge.core import ForgeError
-from kforge.proofs_cli import add_commands as add_proof_commands
 from kforge.registry import InvalidTransition, PromotionRefused
-from kforge.registry_cli import add_commands
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "registry"
 

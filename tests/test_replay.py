@@ -21,7 +21,7 @@ from kforge.core import ForgeError, MemoryQuotaExceeded
 from kforge.fast import FastTier
 from kforge.machine import Delivery, Machine, MachineState
 from kforge.program import ForgeProgram
-from kforge.replay import RecordFormatError, ReplayDivergence, RunRecord, replay
+from kforge.proofs.replay import RecordFormatError, ReplayDivergence, RunRecord, replay
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import httpx
 
-from kforge import server_cli
+from kforge.cli import server as server_cli
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 RUN = """
 import argparse, sys
-from kforge import server_cli
+from kforge.cli import server as server_cli
 parser = argparse.ArgumentParser(prog="kforge")
 server_cli.add_commands(parser.add_subparsers(dest="command"))
 args = parser.parse_args(sys.argv[1:])

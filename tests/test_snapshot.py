@@ -12,7 +12,7 @@ from kforge.asm import assemble
 from kforge.core import Hash256, MemoryQuotaExceeded
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
-from kforge.snapshot import SnapshotError, checkpoint, fork, restore
+from kforge.proofs.snapshot import SnapshotError, checkpoint, fork, restore
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(

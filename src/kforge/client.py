@@ -55,7 +55,7 @@ from kforge.link import Import
 from kforge.messages import Envelope, InvalidRequest, pack, unpack
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof
-from kforge.replay import RunRecord
+from kforge.proofs.replay import RunRecord
 from kforge.server.signing import AgentKey
 
 __all__ = ["AuthenticationFailed", "Client", "RemoteError"]

@@ -18,11 +18,11 @@ from kforge.core import AgentId, Hash256
 from kforge.engine.models import SandboxState
 from kforge.engine.sandbox import Sandbox
 from kforge.isa import DEFAULT_GRANTS
-from kforge.keys import NodeKey
 from kforge.link import Import, link, link_cost
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer, generate_proof
-from kforge.replay import RunRecord
+from kforge.proofs.keys import NodeKey
+from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault
 
 __all__ = [

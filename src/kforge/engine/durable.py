@@ -10,7 +10,7 @@
   ``call_started``, ``call_done``, ``accounts``) plus every published event
   (``event``, the event's own msgpack encoding);
 * ``snapshots``: ``seq`` (the last log row the snapshot includes) and the
-  msgpack body: every sandbox record (with a :func:`kforge.snapshot.checkpoint`
+  msgpack body: every sandbox record (with a :func:`kforge.proofs.snapshot.checkpoint`
   of each live machine), every service and its queued calls, the ledger's
   accounts, the id counters and the event count.
 
@@ -45,7 +45,7 @@ from kforge.engine.sandbox import Sandbox, _Final
 from kforge.engine.services import ServiceCall, ServiceRecord
 from kforge.isa import FaultCode
 from kforge.machine import Delivery, Machine, MachineState
-from kforge.snapshot import checkpoint, restore
+from kforge.proofs.snapshot import checkpoint, restore
 from kforge.storage import SqliteStore
 
 if TYPE_CHECKING:

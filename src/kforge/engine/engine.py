@@ -88,7 +88,7 @@ from kforge.link import Import
 from kforge.machine import Machine, MachineState, granted_channels, plan_memory
 from kforge.messages import Envelope, InvalidRequest, Mailbox
 from kforge.proofs import ExecutionProof, Signer
-from kforge.replay import RunRecord
+from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault, default_data_dir
 
 __all__ = ["TIERS", "Engine", "EngineStatus", "SliceObserver"]
@@ -128,7 +128,7 @@ class Engine(ServiceOperations):
     the execution tier.  ``clock`` and ``random_source`` are injected.
     ``on_slice`` observes every scheduler slice (metrics, tracing, tests).
     ``signer`` signs execution proofs (default: a key derived from the secret;
-    pass the node's key, ``kforge.keys.load_or_create_key()``, in production).
+    pass the node's key, ``kforge.proofs.keys.load_or_create_key()``, in production).
     """
 
     def __init__(

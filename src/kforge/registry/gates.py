@@ -19,6 +19,7 @@ from kforge.core import ForgeError, Hash256
 from kforge.isa import OPCODES, Opcode
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
 from kforge.proofs import ExecutionProof, Signer, verify_proof
+from kforge.proofs.replay import RunRecord
 from kforge.registry.model import (
     FailureKind,
     Gate,
@@ -28,7 +29,6 @@ from kforge.registry.model import (
     TestVector,
 )
 from kforge.registry.policy import RegistryPolicy
-from kforge.replay import RunRecord
 
 __all__ = [
     "BUNDLE_VERSION",
@@ -42,7 +42,7 @@ __all__ = [
     "vectors_gate",
 ]
 
-#: The proof bundle format of ``kforge prove`` / ``kforge verify`` (proofs_cli).
+#: The proof bundle format of ``kforge prove`` / ``kforge verify`` (kforge.cli.proofs).
 BUNDLE_VERSION: Final = 1
 _TARGET_OPCODES: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
 _CHANNEL_OPCODES: Final = frozenset({Opcode.SEND, Opcode.RECV, Opcode.POLL})

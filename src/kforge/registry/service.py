@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kforge.core import AgentId, ForgeError, Hash256
-from kforge.keys import NodeKey, load_or_create_key
 from kforge.program import ForgeProgram, decode_program
 from kforge.proofs import generate_proof
+from kforge.proofs.keys import NodeKey, load_or_create_key
 from kforge.registry.errors import (
     InvalidTransition,
     LedgerTampered,

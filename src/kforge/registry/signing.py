@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from kforge.core import AgentId
-from kforge.keys import KeyFileError, NodeKey
+from kforge.proofs.keys import KeyFileError, NodeKey
 
 __all__ = [
     "REQUEST_TAG",

@@ -2,7 +2,7 @@
 the machine options of ``run``/``prove``/``sandbox create``, and reading programs
 and input.
 
-A leaf module: each ``*_cli`` module and ``kforge.cli`` import it, never the reverse.
+A leaf module: every other ``kforge.cli`` module imports it, never the reverse.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from kforge.isa import CHANNEL_COUNT, REGISTER_COUNT, FaultCode
 from kforge.machine import Delivery, Machine, MachineState
 from kforge.memory import MAX_MEMORY_QUOTA, allocate_memory
 from kforge.program import ForgeProgram, decode_program
-from kforge.proofs import PAGE_SIZE, state_hash
+from kforge.proofs.hashing import PAGE_SIZE, state_hash
 
 __all__ = [
     "SNAPSHOT_VERSION",

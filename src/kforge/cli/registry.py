@@ -34,7 +34,7 @@ POLICY_FILE_NAME = "registry-policy.toml"
 
 
 def _cli_error(message: str) -> Exception:
-    from kforge.cli_options import CliError
+    from kforge.cli.options import CliError
 
     return CliError(message)
 

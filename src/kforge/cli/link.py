@@ -28,7 +28,7 @@ __all__ = ["COMMANDS", "add_commands", "command_link"]
 
 def command_link(args: argparse.Namespace) -> int:
     """Link ``args.main`` with ``args.libraries`` and write ``args.output``; returns 0."""
-    from kforge.cli_options import CliError, load_program
+    from kforge.cli.options import CliError, load_program
 
     program = load_program(args.main)
     libraries = [load_program(path) for path in args.libraries]

@@ -24,10 +24,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-from kforge.cli_options import CliError, add_machine_options, load_program, read_input
+from kforge.cli.options import CliError, add_machine_options, load_program, read_input
 from kforge.core import AgentId, Hash256
 from kforge.engine import CreateSandbox, Engine, ExecResult, SandboxInfo, SandboxState
-from kforge.keys import load_or_create_key
+from kforge.proofs.keys import load_or_create_key
 
 __all__ = ["add_commands"]
 

@@ -13,8 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from kforge import link_cli, proofs_cli, registry_cli, sandbox_cli, server_cli
-from kforge.cli_options import CliError, add_machine_options, load_program, read_input
+from kforge.cli import link as link_cli
+from kforge.cli import proofs as proofs_cli
+from kforge.cli import registry as registry_cli
+from kforge.cli import sandbox as sandbox_cli
+from kforge.cli import server as server_cli
+from kforge.cli.options import CliError, add_machine_options, load_program, read_input
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
 from kforge.machine import Machine, MachineState
@@ -40,6 +44,7 @@ def result_json(machine: Machine) -> dict[str, Any]:
         "fault_detail": machine.fault_detail,
         "pc": machine.pc,
         "output_hex": bytes(machine.stdout).hex(),
+        "stderr_hex": bytes(machine.stderr).hex(),
         "registers": {f"r{i}": value for i, value in enumerate(machine.registers) if value},
         "flags": {
             "zero": flags.zero,
@@ -196,5 +201,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m kforge.cli.main
     raise SystemExit(main())

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgpack
 
-from kforge.cli_options import (
+from kforge.cli.options import (
     TIERS,
     CliError,
     add_machine_options,
@@ -24,9 +24,9 @@ from kforge.cli_options import (
     read_input,
     u64,
 )
-from kforge.keys import load_or_create_key, parse_public_key
 from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, ExecutionProof, generate_proof, verify_proof
-from kforge.replay import RunRecord
+from kforge.proofs.keys import load_or_create_key, parse_public_key
+from kforge.proofs.replay import RunRecord
 
 __all__ = ["BUNDLE_VERSION", "add_commands", "command_keys", "command_prove", "command_verify"]
 
