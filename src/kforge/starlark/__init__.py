@@ -1,0 +1,13 @@
+"""Starlark, compiled to Forge programs that run metered to the tick on both tiers.
+
+:func:`compile` turns Starlark source into a :class:`~kforge.program.ForgeProgram`;
+``docs/starlark.md`` describes the language accepted, the value layout, the calling
+convention and the runtime.
+"""
+
+from kforge.starlark.compiler import DEFAULT_MEMORY, Loader, compile_starlark
+from kforge.starlark.errors import StarlarkCompileError
+
+compile = compile_starlark  # noqa: A001  (the name the API promises)
+
+__all__ = ["DEFAULT_MEMORY", "Loader", "StarlarkCompileError", "compile", "compile_starlark"]

@@ -1,0 +1,179 @@
+"""The Starlark compiler's driver: source files in, one Forge program out.
+
+:func:`compile_starlark` parses and resolves the main file and every file it loads
+(each once, in load order), lowers them to IR, adds the runtime functions they
+reach, and hands everything to the code generator.  The runtime is compiled from
+its dialect once per process and shared by every program.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kforge.program import ForgeProgram
+from kforge.starlark import builtins as starlark_builtins
+from kforge.starlark.emit import Unit, emit_program
+from kforge.starlark.errors import StarlarkCompileError
+from kforge.starlark.lower import ModuleCompiler, ModuleInfo, ProgramState
+from kforge.starlark.lowlevel import RuntimeLibrary, compile_modules
+from kforge.starlark.regalloc import OutOfRegisters
+from kforge.starlark.scope import resolve
+from kforge.starlark.syntax import parse
+
+#: The runtime's modules, compiled together (their functions see each other by name).
+RUNTIME_MODULES: Final = tuple(
+    f"kforge.starlark.runtime.{name}"
+    for name in (
+        "core",
+        "values",
+        "ints",
+        "bigint",
+        "format",
+        "strings",
+        "lists",
+        "dicts",
+        "sequences",
+        "ranges",
+        "calls",
+        "builtins_core",
+    )
+)
+#: The memory quota a program is compiled for unless told otherwise (the CLI default).
+DEFAULT_MEMORY: Final = 65_536
+#: The largest source file the compiler reads (a compile-time bound on work).
+MAX_SOURCE_BYTES: Final = 4 << 20
+#: The most files one program may load (directly or not).
+MAX_MODULES: Final = 256
+
+#: Reads the source of a loaded module: given the name in ``load()`` and the name of
+#: the loading file, returns (file name to report, source text).
+Loader = Callable[[str, str], tuple[str, str]]
+
+_runtime: RuntimeLibrary | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime_library() -> RuntimeLibrary:
+    """The runtime compiled to IR (once per process)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = compile_modules(list(RUNTIME_MODULES))
+        return _runtime
+
+
+def file_loader(name: str, loading_file: str) -> tuple[str, str]:
+    """Load ``name`` relative to the directory of the file that loads it."""
+    base = Path(loading_file).parent if loading_file else Path.cwd()
+    path = (base / name) if not os.path.isabs(name) else Path(name)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            raise StarlarkCompileError(loading_file, 1, 1, f"cannot load {name}: file larger than {MAX_SOURCE_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as error:
+        raise LoadFailure(f"cannot load {name}: {error.strerror or error}") from None
+    try:
+        return str(path), data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LoadFailure(f"cannot load {name}: invalid UTF-8 at byte {error.start}") from None
+
+
+class LoadFailure(Exception):
+    """A module named by ``load()`` could not be read."""
+
+
+@dataclass
+class _Pending:
+    filename: str
+    text: str
+
+
+class ProgramCompiler:
+    """Compiles one program: the main file and what it loads."""
+
+    def __init__(self, loader: Loader, testing: bool) -> None:
+        self.loader = loader
+        self.state = ProgramState(testing=testing)
+        self.modules: dict[str, ModuleInfo] = {}
+        self.loading: list[str] = []
+
+    def compile_file(self, filename: str, text: str) -> ModuleInfo:
+        key = filename
+        existing = self.modules.get(key)
+        if existing is not None:
+            return existing
+        if key in self.loading:
+            cycle = " -> ".join([*self.loading[self.loading.index(key) :], key])
+            raise StarlarkCompileError(filename, 1, 1, f"cycle in load graph: {cycle}")
+        if len(self.modules) >= MAX_MODULES:
+            raise StarlarkCompileError(filename, 1, 1, f"more than {MAX_MODULES} modules loaded")
+        if len(text.encode()) > MAX_SOURCE_BYTES:
+            raise StarlarkCompileError(filename, 1, 1, f"source larger than {MAX_SOURCE_BYTES} bytes")
+        self.loading.append(key)
+        source = parse(text, filename)
+        universe = set(starlark_builtins.UNIVERSE)
+        predeclared: set[str] = set()
+        resolution = resolve(source.module, filename, predeclared, universe)
+        loaded: dict[str, ModuleInfo] = {}
+        for statement in source.module.body:
+            call = _load_call(statement)
+            if call is None:
+                continue
+            name = call.args[0].value  # type: ignore[attr-defined]
+            if name in loaded:
+                continue
+            try:
+                child_name, child_text = self.loader(name, filename)
+            except LoadFailure as error:
+                raise StarlarkCompileError(filename, call.lineno, call.col_offset + 1, str(error)) from None
+            loaded[name] = self.compile_file(child_name, child_text)
+        info = ModuleCompiler(self.state, source, resolution, key).compile(loaded)
+        self.loading.pop()
+        self.modules[key] = info
+        return info
+
+    def link(self, main: ModuleInfo, memory_size: int) -> ForgeProgram:
+        runtime = runtime_library()
+        functions = dict(runtime.functions)
+        functions.update(self.state.functions)
+        declarations = dict(runtime.data.items)
+        declarations.update(self.state.data.items)
+        unit = Unit(functions, declarations, main.init, memory_size, catch_sites=runtime.catch_sites)
+        try:
+            return emit_program(unit).program
+        except OutOfRegisters as error:
+            raise StarlarkCompileError(main.filename, 1, 1, f"function {error} is too large to compile") from None
+
+
+def _load_call(statement: object) -> object:
+    import ast
+
+    if (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, ast.Name)
+        and statement.value.func.id == "load"
+    ):
+        return statement.value
+    return None
+
+
+def compile_starlark(
+    source: str,
+    filename: str = "<stdin>",
+    *,
+    loader: Loader | None = None,
+    testing: bool = False,
+    memory_quota: int = DEFAULT_MEMORY,
+) -> ForgeProgram:
+    """Compile Starlark ``source`` (from ``filename``) to a Forge program for a machine
+    of ``memory_quota`` bytes (it runs in any larger quota too)."""
+    compiler = ProgramCompiler(loader or file_loader, testing)
+    main = compiler.compile_file(filename, source)
+    return compiler.link(main, memory_quota)

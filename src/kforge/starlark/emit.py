@@ -1,0 +1,706 @@
+"""From IR functions to a Forge program: allocation order, machine code, stack depth,
+the unwind table and the source map.
+
+**Order.**  Functions are allocated callees first (strongly connected components of
+the call graph in post-order), so every call knows which registers its callee may
+change (:mod:`kforge.starlark.regalloc`).
+
+**Stack depth.**  The machine's stack grows down from the top of memory towards the
+heap, and a program cannot read its stack pointer, so the heap limit :data:`LIM`
+is kept as a conservative mirror of it: a function whose depth cannot be known when
+it is compiled (it is recursive, or called through a value) is *checked*: on entry
+it lowers ``LIM`` by the deepest stack its frame and the unchecked functions below
+it can use, and faults as a Starlark stack overflow if ``LIM`` falls below the heap
+pointer; on return it raises ``LIM`` again.  Every other function's depth is folded
+into the nearest checked caller's, so it pays nothing.  An allocation succeeds only
+below ``LIM``, so the heap never meets the stack.
+
+**Unwinding.**  Every call that may be on the stack when an error is raised gets an
+entry in a table compiled into a lookup function (:data:`SITE_INFO`): the return
+address maps to the number of words the caller pushed around the call, whether the
+caller is Starlark code (then its source position), and whether it is the bottom of
+the stack or a ``catch``.  The runtime's error path pops the stack frame by frame
+with it to write the traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Final
+
+from kforge.isa import Instruction, Opcode
+from kforge.starlark import layout as L
+from kforge.program import ForgeProgram
+from collections.abc import Mapping
+
+from kforge.starlark.data import DataLayout, Record, words
+from kforge.starlark.debuginfo import DebugInfo, FunctionInfo
+from kforge.starlark.ir import FIRST_VIRTUAL, BlockRef, CodeRef, DataRef, Function, Insn, Loc
+from kforge.starlark.regalloc import Allocation, allocate, block_order
+from kforge.starlark.regs import (
+    ALL_CLOBBERED,
+    ONE,
+    HP,
+    LIM,
+    RESULT,
+    SCRATCH_A,
+    SCRATCH_B,
+    SIGN,
+    ZERO,
+)
+
+#: The generated function that maps a return address to its site information.
+SITE_INFO: Final = "rt$site_info"
+SITE_INFO_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
+#: Functions every program links: the error raised by a failed stack check.
+STACK_OVERFLOW: Final = "rt_stack_overflow"
+#: Bytes of slack per frame for the two words an indirect call pushes before RET.
+_FRAME_SLACK: Final = 16
+
+
+class SiteKind(IntEnum):
+    """The kind of the caller at a call site (bits 8..9 of the site information)."""
+
+    RUNTIME = 0
+    STARLARK = 1
+    BOTTOM = 2
+    CATCH = 3
+
+
+def site_word(pushes: int, kind: SiteKind, function: int = 0, loc: Loc | None = None) -> int:
+    """Site information: pushes (bits 0..7), kind (8..9), function number (16..31),
+    line (32..51), column (52..63)."""
+    line = min(loc.line, (1 << 20) - 1) if loc else 0
+    col = min(loc.col, (1 << 12) - 1) if loc else 0
+    return pushes | kind << 8 | function << 16 | line << 32 | col << 52
+
+
+class CompileLimit(Exception):
+    """The program is beyond what the code generator handles (e.g. too many pushes)."""
+
+
+#: The data item the error path reads frame names from: per Starlark function, the
+#: addresses of its file name and of its name (static strings).
+FRAMES_TABLE: Final = "rt$frames"
+
+
+#: Bytes the heap limit keeps back so that an error can still be reported (the
+#: runtime's ``core.EMERGENCY``).
+EMERGENCY_RESERVE: Final = 4096
+#: Fault code of a program whose memory quota cannot hold its stack reserve.
+FAULT_NO_MEMORY: Final = 2
+#: Data items where the start code saves the environment block's address and length.
+ENVIRONMENT_WORDS: Final = ("g:kforge.starlark.runtime.core.environment_address", "g:kforge.starlark.runtime.core.environment_length")
+
+
+@dataclass
+class Unit:
+    """Everything that goes into one program.  ``entry`` is the function the start code
+    calls (the main module's init); ``memory_size`` the memory quota the program is
+    compiled for: the stack starts at its top."""
+
+    functions: dict[str, Function]
+    declarations: Mapping[str, bytes | Record]
+    entry: str
+    memory_size: int
+    #: Call instructions (by id) that are catch sites.
+    catch_sites: set[int] = field(default_factory=set)
+    #: Call instructions (by id) at the bottom of the stack.
+    bottom_sites: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Emitted:
+    program: ForgeProgram
+    debug: DebugInfo
+    checked: set[str]
+    frame_depth: dict[str, int]
+
+
+_OPCODE: Final = {
+    name: Opcode[name]
+    for name in (
+        "ADD SUB MUL DIV MOD AND OR XOR SHL SHR NEG NOT LOADW LOAD STOREW STORE "
+        "SEND RECV POLL BUDGET TICK PUSH POP"
+    ).split()
+}
+
+
+def _static_string(data: DataLayout, text: str) -> int:
+    from kforge.starlark.data import string_name, string_object
+
+    payload = text.encode()
+    name = string_name(payload)
+    if name in data.placed:
+        return data.placed[name]
+    return data.place(name, string_object(L.TAG_STRING, payload))
+
+
+class _Code:
+    """Machine code under construction, with fix-ups for labels not yet placed."""
+
+    data: DataLayout
+
+    def __init__(self) -> None:
+        self.words: list[list[int]] = []  # [opcode, rd, rs1, rs2, imm]
+        self.locations: list[tuple[int, Loc | None]] = []  # (function number, loc)
+        self.labels: dict[tuple[str, int] | str, int] = {}
+        self.fixups: list[tuple[int, tuple[str, int] | str]] = []
+        self.function = 0
+        self.loc: Loc | None = None
+
+    def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
+        self.words.append([opcode, rd, rs1, rs2, imm & 0xFFFF_FFFF_FFFF_FFFF])
+        self.locations.append((self.function, self.loc))
+        return len(self.words) - 1
+
+    def emit_to(self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0) -> int:
+        index = self.emit(opcode, rd, rs1, rs2)
+        self.fixups.append((index, label))
+        return index
+
+    @property
+    def here(self) -> int:
+        return len(self.words)
+
+
+def emit_program(unit: Unit) -> Emitted:
+    """Allocate, lay out and encode ``unit``."""
+    functions = _reachable(unit)
+    graph = {name: _callees(function) for name, function in functions.items()}
+    address_taken = _address_taken(functions)
+    components = _components(graph)
+    checked: set[str] = set()
+    component_of: dict[str, int] = {}
+    for number, component in enumerate(components):
+        for name in component:
+            component_of[name] = number
+        if len(component) > 1 or any(name in graph[name] for name in component):
+            checked.update(component)
+    checked |= address_taken
+    for name, function in functions.items():
+        if function.checked:
+            checked.add(name)
+
+    allocations: dict[str, Allocation] = {}
+    depth: dict[str, int] = {}
+    may_raise: dict[str, bool] = {}
+    for component in components:  # callees first
+        for name in sorted(component):
+            function = functions[name]
+            clobbers: dict[int, int] = {}
+            for block in function.blocks:
+                for insn in block.insns:
+                    if insn.op == "CALL":
+                        callee = _callee(insn)
+                        if callee == SITE_INFO:
+                            clobbers[id(insn)] = SITE_INFO_CLOBBER
+                        elif component_of.get(callee) == component_of[name] or callee not in allocations:
+                            clobbers[id(insn)] = ALL_CLOBBERED
+                        else:
+                            clobbers[id(insn)] = allocations[callee].clobber
+            allocations[name] = allocate(function, clobbers, prefer_high=function.source is None)
+        for name in sorted(component):
+            depth[name] = _frame_depth(functions[name], allocations[name], depth, checked, component_of)
+        raises = any(
+            functions[name].noreturn
+            or any(
+                insn.op == "CALLI"
+                or (insn.op == "CALL" and may_raise.get(_callee(insn), True))
+                for block in functions[name].blocks
+                for insn in block.insns
+            )
+            or any(
+                block.term is not None
+                and block.term.op in ("TAILCALL", "JUMPI")
+                and (block.term.op == "JUMPI" or may_raise.get(block.term.ref.name, True))  # type: ignore[union-attr]
+                for block in functions[name].blocks
+            )
+            for name in component
+        )
+        for name in component:
+            may_raise[name] = raises
+
+    code = _Code()
+    data = DataLayout(unit.declarations)
+    code.data = data
+    function_numbers: dict[str, int] = {}
+    starlark_numbers: dict[str, int] = {}
+    infos: list[FunctionInfo] = []
+    frames: list[int] = []
+    for name, function in functions.items():
+        function_numbers[name] = len(infos)
+        file, shown = function.source if function.source else ("", name)
+        infos.append(FunctionInfo(name=shown, file=file, runtime=function.source is None))
+        if function.source is not None:
+            starlark_numbers[name] = len(frames) // 2
+            frames += [_static_string(data, file), _static_string(data, shown)]
+    data.place(FRAMES_TABLE, words(frames or [0]))
+    sites: list[tuple[int, int]] = []  # (return address, site word)
+    start = _emit_start(code, unit, depth, sites)
+    order = [unit.entry] + sorted(name for name in functions if name != unit.entry)
+    for name in order:
+        if name == SITE_INFO:
+            continue
+        function = functions[name]
+        code.function = function_numbers[name]
+        _emit_function(
+            code,
+            function,
+            allocations[name],
+            name in checked,
+            depth[name],
+            sites,
+            unit,
+            starlark_numbers.get(name, 0),
+            may_raise,
+        )
+    if SITE_INFO in functions:
+        code.function = function_numbers[SITE_INFO]
+        code.loc = None
+        code.labels[SITE_INFO] = code.here
+        _emit_site_table(code, sites)
+
+    for index, label in code.fixups:
+        target = code.labels.get(label)
+        if target is None:
+            raise KeyError(f"undefined label {label!r}")
+        code.words[index][4] = target
+    instructions = tuple(Instruction(*word) for word in code.words)
+    program_data = data.finish()
+    debug = DebugInfo.from_locations(infos, code.locations)
+    program = ForgeProgram(instructions, program_data, start, metadata=debug.encode())
+    return Emitted(program, debug, checked, depth)
+
+
+# -- analysis ---------------------------------------------------------------------
+
+
+def _callee(insn: Insn) -> str:
+    assert isinstance(insn.ref, CodeRef)
+    return insn.ref.name
+
+
+def _callees(function: Function) -> set[str]:
+    names = {
+        _callee(insn)
+        for block in function.blocks
+        for insn in block.insns
+        if insn.op == "CALL"
+    }
+    for block in function.blocks:
+        term = block.term
+        if term is not None and term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+            names.add(term.ref.name)
+    return names
+
+
+def _references(function: Function) -> set[str]:
+    names = set()
+    for block in function.blocks:
+        for insn in block.insns:
+            if isinstance(insn.ref, CodeRef):
+                names.add(insn.ref.name)
+        term = block.term
+        if term is not None and isinstance(term.ref, CodeRef):
+            names.add(term.ref.name)
+    return names
+
+
+def _address_taken(functions: dict[str, Function]) -> set[str]:
+    taken = set()
+    for function in functions.values():
+        for block in function.blocks:
+            for insn in block.insns:
+                if insn.op == "LI" and isinstance(insn.ref, CodeRef):
+                    taken.add(insn.ref.name)
+    return taken
+
+
+def _site_info_placeholder() -> Function:
+    """Stands in for the generated site table while the call graph is analysed."""
+    from kforge.starlark.builder import Builder
+
+    function = Function(SITE_INFO, 1)
+    builder = Builder(function)
+    builder.ret(builder.params(1)[0])
+    return function
+
+
+def _reachable(unit: Unit) -> dict[str, Function]:
+    if SITE_INFO not in unit.functions:
+        unit.functions[SITE_INFO] = _site_info_placeholder()
+    seen: dict[str, Function] = {}
+    stack = [unit.entry, STACK_OVERFLOW, SITE_INFO]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        function = unit.functions.get(name)
+        if function is None:
+            raise KeyError(f"call of undefined function {name!r}")
+        seen[name] = function
+        stack.extend(_references(function))
+    return dict(sorted(seen.items()))
+
+
+def _components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components, callees before callers (Tarjan, iterative)."""
+    index_of: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index_of:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(graph[root]))]
+        index_of[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                child = pending.pop()
+                if child not in graph:
+                    continue
+                if child not in index_of:
+                    index_of[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, sorted(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index_of[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index_of[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                result.append(component)
+    return result
+
+
+def _frame_depth(
+    function: Function,
+    allocation: Allocation,
+    depth: dict[str, int],
+    checked: set[str],
+    component_of: dict[str, int],
+) -> int:
+    """Bytes of stack this function and the unchecked functions below it may use."""
+    deepest = 0
+    mine = component_of[function.name]
+    for block in function.blocks:
+        for insn in block.insns:
+            if insn.op not in ("CALL", "CALLI"):
+                continue
+            pushed = 8 * len(allocation.saves.get(id(insn), ()))
+            below = 0
+            if insn.op == "CALL":
+                callee = _callee(insn)
+                if callee not in checked and component_of.get(callee) != mine:
+                    below = depth.get(callee, 0)
+            deepest = max(deepest, pushed + below)
+        term = block.term
+        if term is not None and term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+            callee = term.ref.name
+            if callee not in checked and component_of.get(callee) != mine:
+                deepest = max(deepest, depth.get(callee, 0))
+    return 8 + _FRAME_SLACK + deepest
+
+
+# -- emission ---------------------------------------------------------------------
+
+
+def _emit_start(code: _Code, unit: Unit, depth: dict[str, int], sites: list[tuple[int, int]]) -> int:
+    """The program's first instructions: save the environment block's place, set the
+    reserved registers, reserve the stack below the top of memory, check that memory
+    is there, run the main module, halt."""
+    start = code.here
+    code.function = 0
+    code.loc = None
+    for register, name in zip((254, 255), ENVIRONMENT_WORDS, strict=True):
+        if name in code.data.declared:  # only programs that read the environment
+            code.emit(Opcode.STOREW, 0, register, ZERO, imm=code.data.address(name))
+    code.emit(Opcode.ADD, HP, 253, ZERO)
+    code.emit(Opcode.LI, ONE, imm=1)
+    code.emit(Opcode.LI, SIGN, imm=1 << 63)
+    top = unit.memory_size & ~7
+    reserve = EMERGENCY_RESERVE + depth.get(unit.entry, 0) + 64
+    code.emit(Opcode.LI, LIM, imm=max(top - reserve, 0))
+    code.emit(Opcode.LOAD, SCRATCH_A, ZERO, imm=max(unit.memory_size - 1, 0))
+    code.emit_to(Opcode.JLT, "rt$no_memory", rs1=LIM, rs2=HP)
+    code.emit_to(Opcode.CALL, unit.entry)
+    sites.append((code.here, site_word(0, SiteKind.BOTTOM)))
+    code.emit(Opcode.HALT)
+    code.labels["rt$no_memory"] = code.here
+    code.emit(Opcode.FAULT, imm=FAULT_NO_MEMORY)
+    return start
+
+
+def _parallel_move(code: _Code, moves: list[tuple[int, int]]) -> None:
+    """Emit register moves ``src -> dst`` as if all happened at once."""
+    pending = [(src, dst) for src, dst in moves if src != dst]
+    while pending:
+        sources = {src for src, _ in pending}
+        for position, (src, dst) in enumerate(pending):
+            if dst not in sources:
+                code.emit(Opcode.ADD, dst, src, ZERO)
+                del pending[position]
+                break
+        else:  # only cycles remain: break one through the scratch register
+            src, dst = pending[0]
+            code.emit(Opcode.ADD, SCRATCH_A, src, ZERO)
+            pending = [(SCRATCH_A if s == src else s, d) for s, d in pending]
+
+
+def _emit_function(
+    code: _Code,
+    function: Function,
+    allocation: Allocation,
+    is_checked: bool,
+    frame: int,
+    sites: list[tuple[int, int]],
+    unit: Unit,
+    number: int,
+    may_raise: dict[str, bool],
+) -> None:
+    name = function.name
+    reg = allocation.of
+    code.loc = None
+    code.labels[name] = code.here
+    overflow_label = (name, -1)
+    if is_checked:
+        code.emit(Opcode.LI, SCRATCH_A, imm=frame)
+        code.emit(Opcode.SUB, LIM, LIM, SCRATCH_A)
+        code.emit_to(Opcode.JLT, overflow_label, rs1=LIM, rs2=HP)
+    order = block_order(function)
+    starlark = function.source is not None
+    for position, index in enumerate(order):
+        block = function.blocks[index]
+        code.labels[(name, index)] = code.here
+        following = order[position + 1] if position + 1 < len(order) else -1
+        for insn in block.insns:
+            code.loc = insn.loc
+            op = insn.op
+            if op in ("CALL", "CALLI"):
+                _emit_call(code, insn, allocation, sites, unit, number, starlark, may_raise)
+            elif op == "PARAMS":
+                _parallel_move(
+                    code,
+                    [(r, reg(v)) for r, v in enumerate(insn.args, start=1) if v in allocation.registers],
+                )
+            elif op == "MOV":
+                if reg(insn.dst) != reg(insn.a):
+                    code.emit(Opcode.ADD, reg(insn.dst), reg(insn.a), ZERO)
+            elif op == "LI":
+                ref = insn.ref
+                if ref is None:
+                    code.emit(Opcode.LI, reg(insn.dst), imm=insn.imm)
+                elif isinstance(ref, DataRef):
+                    code.emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
+                elif isinstance(ref, CodeRef):
+                    code.emit_to(Opcode.LI, ref.name if not ref.label else (ref.name, function.exported_labels[ref.label]), rd=reg(insn.dst))
+                else:
+                    assert isinstance(ref, BlockRef)
+                    code.emit_to(Opcode.LI, (name, ref.block), rd=reg(insn.dst))
+            elif op in ("ADD", "SUB", "MUL", "DIV", "MOD", "AND", "OR", "XOR", "SHL", "SHR"):
+                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a), reg(insn.b))
+            elif op in ("NEG", "NOT"):
+                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a))
+            elif op in ("LOADW", "LOAD"):
+                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a), imm=_offset(code, insn))
+            elif op in ("STOREW", "STORE"):
+                code.emit(_OPCODE[op], 0, reg(insn.a), reg(insn.b), imm=_offset(code, insn))
+            elif op == "SEND":
+                code.emit(Opcode.SEND, 0, reg(insn.a), reg(insn.b), imm=insn.imm)
+            elif op == "RECV":
+                code.emit(Opcode.RECV, reg(insn.dst), reg(insn.a), reg(insn.b), imm=insn.imm)
+            elif op == "POLL":
+                code.emit(Opcode.POLL, reg(insn.dst), imm=insn.imm)
+            elif op == "BUDGET":
+                code.emit(Opcode.BUDGET, reg(insn.dst))
+            elif op == "TICK":
+                code.emit(Opcode.TICK)
+            elif op == "PUSH":
+                code.emit(Opcode.PUSH, 0, reg(insn.a))
+            elif op == "POP":
+                code.emit(Opcode.POP, reg(insn.dst))
+            else:
+                raise AssertionError(f"unknown IR instruction {op}")
+        term = block.term
+        assert term is not None, f"{name}: block {index} has no terminator"
+        code.loc = term.loc
+        _emit_terminator(code, function, term, allocation, is_checked, frame, following)
+    if is_checked:  # the stack check's failure: a call, so the traceback shows this frame
+        code.labels[overflow_label] = code.here
+        code.loc = None
+        code.emit(Opcode.LI, SCRATCH_A, imm=frame)
+        code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+        code.emit_to(Opcode.CALL, STACK_OVERFLOW)
+        sites.append((code.here, site_word(0, SiteKind.STARLARK if starlark else SiteKind.RUNTIME, number, None)))
+        code.emit(Opcode.HALT)
+
+
+def _offset(code: _Code, insn: Insn) -> int:
+    """A load's or store's offset, plus the address of the data item it names."""
+    if isinstance(insn.ref, DataRef):
+        return insn.imm + code.data.address(insn.ref.name)
+    return insn.imm
+
+
+def _emit_call(
+    code: _Code,
+    insn: Insn,
+    allocation: Allocation,
+    sites: list[tuple[int, int]],
+    unit: Unit,
+    number: int,
+    starlark: bool,
+    may_raise: dict[str, bool],
+) -> None:
+    reg = allocation.of
+    saved = allocation.saves.get(id(insn), [])
+    if len(saved) > 255:
+        raise CompileLimit("more than 255 values live across one call")
+    for register in saved:
+        code.emit(Opcode.PUSH, 0, register)
+    moves = [(reg(argument), number_) for number_, argument in enumerate(insn.args, start=1)]
+    if insn.op == "CALLI":
+        moves.append((reg(insn.a), SCRATCH_B))
+    _parallel_move(code, moves)
+    if insn.op == "CALL":
+        code.emit_to(Opcode.CALL, _callee(insn))
+        raises = may_raise.get(_callee(insn), True)
+    else:
+        after = code.here + 4
+        code.emit(Opcode.LI, SCRATCH_A, imm=after)
+        code.emit(Opcode.PUSH, 0, SCRATCH_A)
+        code.emit(Opcode.PUSH, 0, SCRATCH_B)
+        code.emit(Opcode.RET)
+        raises = True
+    if raises or id(insn) in unit.catch_sites or id(insn) in unit.bottom_sites:
+        if id(insn) in unit.bottom_sites:
+            kind = SiteKind.BOTTOM
+        elif id(insn) in unit.catch_sites:
+            kind = SiteKind.CATCH
+        else:
+            kind = SiteKind.STARLARK if starlark else SiteKind.RUNTIME
+        sites.append((code.here, site_word(len(saved), kind, number, insn.loc if starlark else None)))
+    if insn.dst >= 0 and reg(insn.dst) != RESULT:
+            code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)
+    for register in reversed(saved):
+        code.emit(Opcode.POP, register)
+
+
+def _emit_terminator(
+    code: _Code,
+    function: Function,
+    term: object,
+    allocation: Allocation,
+    is_checked: bool,
+    frame: int,
+    following: int,
+) -> None:
+    from kforge.starlark.ir import Term
+
+    assert isinstance(term, Term)
+    name = function.name
+    reg = allocation.of
+    op = term.op
+    if op == "JMP":
+        if term.targets[0] != following:
+            code.emit_to(Opcode.JMP, (name, term.targets[0]))
+    elif op == "BR":
+        _emit_branch(code, name, term.cond, reg(term.a), reg(term.b) if term.b >= 0 else ZERO,
+                     term.targets[0], term.targets[1], following)
+    elif op in ("RET", "JUMPI", "TAILCALL"):
+        if op == "RET" and term.a >= 0 and reg(term.a) != RESULT:
+            code.emit(Opcode.ADD, RESULT, reg(term.a), ZERO)
+        moves = [(reg(argument), number) for number, argument in enumerate(term.args, start=1)]
+        if op == "JUMPI":
+            moves.append((reg(term.a), SCRATCH_B))
+        _parallel_move(code, moves)
+        if is_checked:
+            code.emit(Opcode.LI, SCRATCH_A, imm=frame)
+            code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+        if op == "TAILCALL":
+            assert isinstance(term.ref, CodeRef)
+            code.emit_to(Opcode.JMP, term.ref.name)
+            return
+        if op == "JUMPI":
+            code.emit(Opcode.PUSH, 0, SCRATCH_B)
+        code.emit(Opcode.RET)
+    elif op == "HALT":
+        code.emit(Opcode.HALT)
+    elif op == "FAULT":
+        code.emit(Opcode.FAULT, imm=term.imm)
+    else:
+        raise AssertionError(f"unknown terminator {op}")
+
+
+def _emit_branch(
+    code: _Code, name: str, cond: str, a: int, b: int, if_true: int, if_false: int, following: int
+) -> None:
+    """Branch to ``if_true`` when ``a cond b`` holds, else to ``if_false``."""
+    if cond in ("EQ", "NE"):
+        if b == ZERO:
+            cond = "Z" if cond == "EQ" else "NZ"
+        elif a == ZERO:
+            a, cond = b, ("Z" if cond == "EQ" else "NZ")
+        else:
+            code.emit(Opcode.XOR, SCRATCH_A, a, b)
+            a, cond = SCRATCH_A, ("Z" if cond == "EQ" else "NZ")
+    elif cond in ("SLT", "SGE", "SLE", "SGT"):
+        code.emit(Opcode.XOR, SCRATCH_A, a, SIGN)
+        code.emit(Opcode.XOR, SCRATCH_B, b, SIGN)
+        a, b, cond = SCRATCH_A, SCRATCH_B, cond[1:]
+    if cond in ("LE", "GT"):  # a <= b is b >= a; a > b is b < a
+        a, b, cond = b, a, ("GE" if cond == "LE" else "LT")
+    if cond == "GE":  # a >= b: not a < b
+        if_true, if_false, cond = if_false, if_true, "LT"
+    true_label, false_label = (name, if_true), (name, if_false)
+    if cond in ("Z", "NZ"):
+        if if_true == following:
+            code.emit_to(Opcode.JNZ if cond == "Z" else Opcode.JZ, false_label, rs1=a)
+            return
+        code.emit_to(Opcode.JZ if cond == "Z" else Opcode.JNZ, true_label, rs1=a)
+    else:  # LT
+        code.emit_to(Opcode.JLT, true_label, rs1=a, rs2=b)
+    if if_false != following:
+        code.emit_to(Opcode.JMP, false_label)
+
+
+def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
+    """``r1 = site word of return address r1``: a binary search compiled to code."""
+    entries = sorted(sites)
+    if not entries:
+        code.emit(Opcode.LI, RESULT, imm=site_word(0, SiteKind.BOTTOM))
+        code.emit(Opcode.RET)
+        return
+    pending: list[tuple[int, int, int | None]] = [(0, len(entries), None)]
+    while pending:
+        low, high, fixup = pending.pop()
+        if fixup is not None:
+            code.words[fixup][4] = code.here
+        if high - low == 1:
+            code.emit(Opcode.LI, RESULT, imm=entries[low][1])
+            code.emit(Opcode.RET)
+            continue
+        middle = (low + high) // 2
+        code.emit(Opcode.LI, SCRATCH_A, imm=entries[middle][0])
+        jump = code.emit(Opcode.JLT, 0, RESULT, SCRATCH_A)  # below the middle: left half
+        pending.append((low, middle, jump))
+        pending.append((middle, high, None))

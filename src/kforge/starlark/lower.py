@@ -1,0 +1,1448 @@
+"""Checked, resolved Starlark to IR: the compiler proper.
+
+One :class:`ModuleCompiler` per file, one :class:`FunctionCompiler` per function
+(the file's top level is a function too, its *init*).  Expressions compute into
+virtual registers holding value words (:mod:`kforge.starlark.layout`); what is
+cheap and common is inlined (small-int arithmetic and comparisons, truth tests,
+``for`` over ``range``, loads of globals and locals), everything else is a call of
+a runtime function, positioned where the Go implementation reports it so that
+tracebacks name the same line and column.
+
+Calls bind their arguments when compiled wherever the callee is known (builtins,
+methods, and functions defined once at top level): a call that cannot bind fails
+when run with the Go implementation's message.  Other calls go through the
+runtime's ``call_value``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Final
+
+from kforge.starlark import layout as L
+from kforge.starlark.builder import Builder
+from kforge.starlark.builtins import FUNCTIONS, METHODS, Builtin
+from kforge.starlark.data import Declarations
+from kforge.starlark.errors import StarlarkCompileError
+from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
+from kforge.starlark.regs import MAX_ARGUMENTS, ONE, SIGN, ZERO
+from kforge.starlark.scope import Binding, FunctionScope, Kind, Resolution, Variable
+from kforge.starlark.syntax import Source
+
+NONE: Final = L.NONE_ADDRESS
+TRUE: Final = L.TRUE_ADDRESS
+FALSE: Final = L.FALSE_ADDRESS
+
+_BINARY_RUNTIME: Final = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "truediv",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "mod",
+    ast.BitAnd: "bitand",
+    ast.BitOr: "bitor",
+    ast.BitXor: "bitxor",
+    ast.LShift: "lshift",
+    ast.RShift: "rshift",
+}
+_BINARY_SYMBOL: Final = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+}
+#: Comparison operators as the runtime's ``compare`` numbers them.
+_ORDER: Final = {ast.Lt: 0, ast.LtE: 1, ast.Gt: 2, ast.GtE: 3}
+_SIGNED_COND: Final = {ast.Lt: "SLT", ast.LtE: "SLE", ast.Gt: "SGT", ast.GtE: "SGE"}
+
+
+def word_of_int(value: int) -> int | None:
+    """The word of a small int, or ``None`` if ``value`` needs a big int."""
+    if L.SMALL_INT_MIN <= value <= L.SMALL_INT_MAX:
+        return ((value << 1) | 1) & 0xFFFF_FFFF_FFFF_FFFF
+    return None
+
+
+def bigint_record(value: int) -> tuple[int, ...]:
+    """The words of a static big int object."""
+    magnitude = abs(value)
+    limbs = []
+    while magnitude:
+        limbs.append(magnitude & L.LIMB_MASK)
+        magnitude >>= L.LIMB_BITS
+    sign = 1 if value < 0 else 0
+    return (L.TAG_BIGINT | L.FLAG_STATIC | L.FLAG_FROZEN, sign << 32 | len(limbs), *limbs)
+
+
+@dataclass
+class ProgramState:
+    """What every module of one program shares while it is compiled."""
+
+    functions: dict[str, Function] = field(default_factory=dict)
+    data: Declarations = field(default_factory=Declarations)
+    #: Builtins used as values, numbered for the runtime's dispatch.
+    builtin_values: dict[tuple[int, str], int] = field(default_factory=dict)
+    #: Modules by key: the name of their init function and their globals.
+    modules: dict[str, ModuleInfo] = field(default_factory=dict)
+    testing: bool = False
+    counter: int = 0
+
+    def unique(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}#{self.counter}"
+
+    def string(self, text: str | bytes, tag: int = L.TAG_STRING) -> DataRef:
+        payload = text.encode() if isinstance(text, str) else text
+        return DataRef(self.data.string(payload, tag))
+
+
+@dataclass
+class ModuleInfo:
+    key: str
+    filename: str
+    init: str
+    globals: dict[str, str]  # name -> data item of its word
+
+
+@dataclass
+class _Loop:
+    head: object  # Block
+    exit: object  # Block
+    #: For a loop over a sequence: the register holding it (released on exit).
+    sequence: int = -1
+
+
+class _Unbound(Exception):
+    pass
+
+
+class ModuleCompiler:
+    """Compiles one file into its init function and the functions it defines."""
+
+    def __init__(
+        self, state: ProgramState, source: Source, resolution: Resolution, key: str
+    ) -> None:
+        self.state = state
+        self.source = source
+        self.resolution = resolution
+        self.key = key
+        self.filename = source.filename
+        self.globals = {name: state.data.word(f"gv:{key}:{name}") for name in resolution.globals}
+        self.loads = {name: state.data.word(f"lv:{key}:{name}") for name in resolution.loads}
+        self.known_functions = _functions_defined_once(source.module, resolution)
+        #: Compiled ``def`` and ``lambda`` nodes: id -> (fast entry, generic entry).
+        self.entries: dict[int, tuple[str, str]] = {}
+        self.loaded: dict[str, ModuleInfo] = {}
+
+    def fail(self, node: ast.AST, message: str) -> StarlarkCompileError:
+        return StarlarkCompileError(
+            self.filename, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, message
+        )
+
+    def compile(self, loaded: dict[str, ModuleInfo]) -> ModuleInfo:
+        self.loaded = loaded
+        init = f"{self.key}:<init>"
+        function = Function(init, 0, source=(self.filename, "<toplevel>"))
+        FunctionCompiler(self, self.resolution.module, function, self.source.module).compile_module()
+        self.state.functions[init] = function
+        return ModuleInfo(self.key, self.filename, init, dict(self.globals))
+
+    def function_names(self, node: ast.AST, scope: FunctionScope) -> tuple[str, str]:
+        names = self.entries.get(id(node))
+        if names is None:
+            stem = f"{self.key}:{scope.name}@{getattr(node, 'lineno', 0)}:{getattr(node, 'col_offset', 0) + 1}"
+            names = (stem, stem + "$generic")
+            self.entries[id(node)] = names
+        return names
+
+
+def _functions_defined_once(module: ast.Module, resolution: Resolution) -> dict[str, ast.FunctionDef]:
+    """Top-level ``def`` s whose global is bound by that ``def`` and nothing else."""
+    bound: dict[str, int] = {}
+    defs: dict[str, ast.FunctionDef] = {}
+
+    def count(target: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            bound[target.id] = bound.get(target.id, 0) + 1
+        elif isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                count(element)
+
+    def visit(statements: list[ast.stmt], top: bool) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.FunctionDef):
+                bound[statement.name] = bound.get(statement.name, 0) + 1
+                if top:
+                    defs[statement.name] = statement
+            elif isinstance(statement, ast.Assign):
+                count(statement.targets[0])
+            elif isinstance(statement, ast.AugAssign):
+                count(statement.target)
+            elif isinstance(statement, ast.For):
+                count(statement.target)
+                visit(statement.body, False)
+            elif isinstance(statement, ast.If | ast.While):
+                visit(statement.body, False)
+                visit(statement.orelse, False)
+
+    visit(module.body, True)
+    return {
+        name: node
+        for name, node in defs.items()
+        if bound.get(name) == 1 and name in resolution.globals
+    }
+
+
+class FunctionCompiler:
+    """Compiles the body of one function (or of a file's top level)."""
+
+    def __init__(
+        self, module: ModuleCompiler, scope: FunctionScope, function: Function, node: ast.AST
+    ) -> None:
+        self.module = module
+        self.state = module.state
+        self.scope = scope
+        self.function = function
+        self.node = node
+        self.b = Builder(function)
+        self.registers: dict[int, int] = {}  # id(Variable) -> register (value, or cell)
+        self.free_cells: list[int] = []
+        self.loops: list[_Loop] = []
+        self.assigned: set[int] = set()  # ids of variables surely assigned here
+        self.needs_init: set[int] = set()
+        self.entry_block = self.b.block
+        self.closure = -1
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def loc(self, node: ast.AST) -> Loc:
+        return Loc(getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1)
+
+    def at(self, line: int, col: int) -> None:
+        self.b.loc = Loc(line, col)
+
+    def rt(self, name: str, *args: int, result: bool = True) -> int:
+        return self.b.call(name, list(args), result=result)
+
+    def const(self, word: int) -> int:
+        if word == 0:
+            return ZERO
+        if word == 1:
+            return ONE
+        return self.b.li(word)
+
+    def none(self) -> int:
+        return self.b.li(NONE)
+
+    def string(self, text: str | bytes, tag: int = L.TAG_STRING) -> int:
+        return self.b.li_ref(self.state.string(text, tag))
+
+    def error(self, message: str, builtin: str = "") -> None:
+        """Raise a Starlark error with a fixed message (the block ends)."""
+        name = self.string(builtin) if builtin else ZERO
+        self.rt("error", self.string(message), name, result=False)
+        self.b.halt()
+
+    def variable_register(self, variable: Variable) -> int:
+        register = self.registers.get(id(variable))
+        if register is None:
+            register = self.b.reg()
+            self.registers[id(variable)] = register
+        return register
+
+    # -- entry points -----------------------------------------------------------------
+
+    def compile_module(self) -> None:
+        self.b.params(0)
+        self.prologue_cells()
+        self.statements(self.node.body)  # type: ignore[attr-defined]
+        if not self.b.terminated:
+            self.b.ret(self.none())
+        self.finish()
+
+    def compile_function(self, node: ast.FunctionDef | ast.Lambda, closure: bool) -> None:
+        args = node.args
+        ordered = [*args.args, *args.kwonlyargs]
+        if args.vararg is not None:
+            ordered.append(args.vararg)
+        if args.kwarg is not None:
+            ordered.append(args.kwarg)
+        names = {v.name: v for v in self.scope.variables if v.is_parameter}
+        registers = self.b.params(len(ordered) + (1 if closure else 0))
+        for arg, register in zip(ordered, registers, strict=False):
+            variable = names[arg.arg]
+            self.registers[id(variable)] = register
+            self.assigned.add(id(variable))
+        if closure:
+            self.closure = registers[-1]
+            cells = self.b.load(self.closure, L.FUNC_CELLS)
+            for index in range(len(self.scope.free)):
+                self.free_cells.append(self.b.load(cells, L.TUPLE_ITEMS + 8 * index))
+        self.prologue_cells()
+        if isinstance(node, ast.Lambda):
+            self.b.loc = self.loc(node.body)
+            self.b.ret(self.expr(node.body))
+        else:
+            self.statements(node.body)
+            if not self.b.terminated:
+                self.b.ret(self.none())
+        self.finish()
+
+    def prologue_cells(self) -> None:
+        """Every variable a nested function captures lives in a cell made on entry."""
+        for variable in self.scope.variables:
+            if not variable.is_cell:
+                continue
+            cell = self.rt("alloc_object", self.const(L.TAG_CELL), self.const(L.CELL_SIZE))
+            if variable.is_parameter:
+                self.b.store(self.registers[id(variable)], cell, L.CELL_VALUE)
+            self.registers[id(variable)] = cell
+
+    def finish(self) -> None:
+        """Give locals that may be read before assignment a defined empty value."""
+        if not self.needs_init:
+            return
+        entry = self.function.blocks[0]
+        from kforge.starlark.ir import Insn
+
+        position = 1 if entry.insns and entry.insns[0].op == "PARAMS" else 0
+        for variable in self.scope.variables:
+            if id(variable) in self.needs_init and not variable.is_cell:
+                register = self.variable_register(variable)
+                entry.insns.insert(position, Insn("MOV", dst=register, a=ZERO))
+
+    # -- statements -------------------------------------------------------------------
+
+    def statements(self, body: list[ast.stmt]) -> None:
+        for statement in body:
+            if self.b.terminated:
+                self.b.set_block(self.b.new_block())  # unreachable, compiled anyway
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        self.b.loc = self.loc(node)
+        if isinstance(node, ast.Expr):
+            if _is_load(node):
+                self.load_statement(node.value)  # type: ignore[arg-type]
+            else:
+                self.expr(node.value)
+        elif isinstance(node, ast.Assign):
+            value = self.expr(node.value)
+            self.assign(node.targets[0], value)
+        elif isinstance(node, ast.AugAssign):
+            self.augmented(node)
+        elif isinstance(node, ast.If):
+            self.if_statement(node)
+        elif isinstance(node, ast.For):
+            self.for_statement(node)
+        elif isinstance(node, ast.While):
+            self.while_statement(node)
+        elif isinstance(node, ast.Break | ast.Continue):
+            loop = self.loops[-1]
+            if isinstance(node, ast.Break):
+                self.b.jmp(loop.exit)  # type: ignore[arg-type]
+            else:
+                self.b.jmp(loop.head)  # type: ignore[arg-type]
+        elif isinstance(node, ast.Return):
+            value = self.expr(node.value) if node.value is not None else self.none()
+            for loop in reversed(self.loops):
+                if loop.sequence >= 0:
+                    self.rt("iter_end", loop.sequence, result=False)
+            self.b.ret(value)
+        elif isinstance(node, ast.Pass):
+            pass
+        elif isinstance(node, ast.FunctionDef):
+            self.b.loc = self.loc(node)
+            value = self.make_function(node, node.name)
+            self.store_name_binding(self.binding_of_def(node), value, node)
+        else:
+            raise self.module.fail(node, f"unexpected statement {type(node).__name__}")
+
+    def binding_of_def(self, node: ast.FunctionDef) -> Binding:
+        return self.module.resolution.bindings[id(node)]
+
+    def load_statement(self, call: ast.Call) -> None:
+        assert isinstance(call.args[0], ast.Constant)
+        module_name = str(call.args[0].value)
+        info = self.module.loaded.get(module_name)
+        if info is None:
+            raise self.module.fail(call, f"cannot load {module_name}")
+        self.b.loc = self.loc(call)
+        self.rt(info.init, result=False)
+        pairs: list[tuple[str, str]] = [(str(a.value), str(a.value)) for a in call.args[1:]]  # type: ignore[attr-defined]
+        pairs += [(k.arg or "", str(k.value.value)) for k in call.keywords]  # type: ignore[attr-defined]
+        for local, exported in pairs:
+            item = info.globals.get(exported)
+            if item is None:
+                raise self.module.fail(call, f"load: name {exported} not found in module {module_name}")
+            value = self.b.load(ZERO, ref=DataRef(item))
+            ok, missing = self.b.new_block(), self.b.new_block()
+            self.b.br("NZ", value, -1, ok, missing)
+            self.b.set_block(missing)
+            self.error(f"load: name {exported} not found in module {module_name}")
+            self.b.set_block(ok)
+            self.b.store(value, ZERO, ref=DataRef(self.module.loads[local]))
+
+    # -- assignment -------------------------------------------------------------------
+
+    def assign(self, target: ast.expr, value: int) -> None:
+        if isinstance(target, ast.Name):
+            binding = self.module.resolution.bindings[id(target)]
+            self.store_name_binding(binding, value, target)
+        elif isinstance(target, ast.Tuple | ast.List):
+            count = len(target.elts)
+            self.b.loc = self.loc(target)
+            items = self.rt("unpack", value, self.const(word_of_int(count) or 0))
+            for index, element in enumerate(target.elts):
+                item = self.b.load(items, 8 * index)
+                self.assign(element, item)
+        elif isinstance(target, ast.Subscript):
+            container = self.expr(target.value)
+            key = self.expr(target.slice)
+            self.b.loc = self.position(target.value, "[")
+            self.rt("set_index", container, key, value, result=False)
+        elif isinstance(target, ast.Attribute):
+            obj = self.expr(target.value)
+            self.b.loc = self.position(target.value, ".")
+            self.rt("setattr_value", obj, self.string(target.attr), value, result=False)
+        else:
+            raise self.module.fail(target, "can't assign to this expression")
+
+    def store_name_binding(self, binding: Binding, value: int, node: ast.AST) -> None:
+        kind = binding.kind
+        if kind is Kind.GLOBAL:
+            self.b.store(value, ZERO, ref=DataRef(self.module.globals[binding.name]))
+        elif kind is Kind.LOAD:
+            self.b.store(value, ZERO, ref=DataRef(self.module.loads[binding.name]))
+        elif kind is Kind.LOCAL:
+            variable = binding.variable
+            assert variable is not None
+            register = self.variable_register(variable)
+            if variable.is_cell:
+                self.b.store(value, register, L.CELL_VALUE)
+            else:
+                self.b.mov(value, dst=register)
+            self.assigned.add(id(variable))
+        elif kind is Kind.FREE:
+            self.b.store(value, self.free_cells[binding.free_index], L.CELL_VALUE)
+        else:
+            raise self.module.fail(node, f"cannot assign to {binding.name}")
+
+    def augmented(self, node: ast.AugAssign) -> None:
+        op = _BINARY_RUNTIME[type(node.op)]
+        target = node.target
+        where = self.binary_position(node)
+        if isinstance(target, ast.Name):
+            current = self.expr(target)
+            operand = self.expr(node.value)
+            self.b.loc = where
+            result = self.binary(op, current, operand, in_place=True)
+            self.store_name_binding(self.module.resolution.bindings[id(target)], result, target)
+        elif isinstance(target, ast.Subscript):
+            container = self.expr(target.value)
+            key = self.expr(target.slice)
+            self.b.loc = self.position(target.value, "[")
+            current = self.rt("get_index", container, key)
+            operand = self.expr(node.value)
+            self.b.loc = where
+            result = self.binary(op, current, operand, in_place=True)
+            self.b.loc = self.position(target.value, "[")
+            self.rt("set_index", container, key, result, result=False)
+        elif isinstance(target, ast.Attribute):
+            obj = self.expr(target.value)
+            self.b.loc = self.position(target.value, ".")
+            current = self.rt("getattr_value", obj, self.string(target.attr))
+            operand = self.expr(node.value)
+            self.b.loc = where
+            result = self.binary(op, current, operand, in_place=True)
+            self.rt("setattr_value", obj, self.string(target.attr), result, result=False)
+        else:
+            raise self.module.fail(target, "invalid augmented assignment")
+
+    def binary_position(self, node: ast.AugAssign) -> Loc:
+        symbol = _BINARY_SYMBOL[type(node.op)] + "="
+        line, col = self.module.source.positions.after(node.target, (symbol,))
+        return Loc(line, col)
+
+    # -- control flow -----------------------------------------------------------------
+
+    def if_statement(self, node: ast.If) -> None:
+        then, otherwise, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.condition(node.test, then, otherwise)
+        before = set(self.assigned)
+        self.b.set_block(then)
+        self.statements(node.body)
+        after_then = self.assigned
+        if not self.b.terminated:
+            self.b.jmp(done)
+        self.assigned = set(before)
+        self.b.set_block(otherwise)
+        self.statements(node.orelse)
+        if not self.b.terminated:
+            self.b.jmp(done)
+        self.assigned = after_then & self.assigned
+        self.b.set_block(done)
+
+    def while_statement(self, node: ast.While) -> None:
+        head, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.jmp(head)
+        self.b.set_block(head)
+        self.condition(node.test, body, done)
+        before = set(self.assigned)
+        self.b.set_block(body)
+        self.loops.append(_Loop(head, done))
+        self.statements(node.body)
+        self.loops.pop()
+        if not self.b.terminated:
+            self.b.jmp(head)
+        self.assigned = before
+        self.b.set_block(done)
+
+    def for_statement(self, node: ast.For) -> None:
+        if self.range_loop(node):
+            return
+        iterable = self.expr(node.iter)
+        self.b.loc = self.loc(node)
+        sequence = self.rt("iter_start", iterable)
+        self.sequence_loop(
+            sequence, lambda item: self.assign(node.target, item), lambda: self.statements(node.body)
+        )
+
+    def sequence_loop(self, sequence: int, bind: object, body: object) -> None:
+        index = self.b.mov(ZERO)
+        head, run, done, finished = (self.b.new_block() for _ in range(4))
+        self.b.jmp(head)
+        self.b.set_block(head)
+        item = self.rt("iter_item", sequence, index)
+        self.b.br("NZ", item, -1, run, finished)
+        self.b.set_block(run)
+        self.b.op("ADD", index, ONE, dst=index)
+        before = set(self.assigned)
+        bind(item)  # type: ignore[operator]
+        self.loops.append(_Loop(head, done, sequence))
+        body()  # type: ignore[operator]
+        self.loops.pop()
+        if not self.b.terminated:
+            self.b.jmp(head)
+        self.assigned = before
+        self.b.set_block(done)
+        self.rt("iter_end", sequence, result=False)
+        self.b.jmp(finished)
+        self.b.set_block(finished)
+
+    def range_loop(self, node: ast.For) -> bool:
+        """``for x in range(...)`` with a constant step: a counting loop when the bounds
+        are small ints (the usual case), the general loop otherwise."""
+        call = node.iter
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "range"
+            and not call.keywords
+            and 1 <= len(call.args) <= 3
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+            and self.module.resolution.bindings.get(id(call.func), Binding(Kind.GLOBAL, "")).kind
+            is Kind.UNIVERSAL
+        ):
+            return False
+        step = 1
+        if len(call.args) == 3:
+            constant = _constant_int(call.args[2])
+            if constant is None or constant == 0 or word_of_int(constant) is None:
+                return False
+            step = constant
+        if len(call.args) == 1:
+            start = self.const(word_of_int(0) or 0)
+            stop = self.expr(call.args[0])
+        else:
+            start = self.expr(call.args[0])
+            stop = self.expr(call.args[1])
+        if len(call.args) == 3:
+            self.expr(call.args[2])
+        fast, slow, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        both = self.b.op("AND", start, stop)
+        self.b.br("NZ", self.b.op("AND", both, ONE), -1, fast, slow)
+        # general path: a range object, iterated like any sequence
+        self.b.set_block(slow)
+        self.b.loc = self.position(call.func, "(")
+        step_word = self.const(word_of_int(step) or 0)
+        range_value = self.rt("builtin_range", start, stop, step_word)
+        self.b.loc = self.loc(node)
+        sequence = self.rt("iter_start", range_value)
+        self.sequence_loop(
+            sequence, lambda item: self.assign(node.target, item), lambda: self.statements(node.body)
+        )
+        if not self.b.terminated:
+            self.b.jmp(done)
+        # counting path
+        self.b.set_block(fast)
+        counter = self.b.mov(start)
+        head, run, advance = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.jmp(head)
+        self.b.set_block(head)
+        self.b.br("SLT" if step > 0 else "SGT", counter, stop, run, done)
+        self.b.set_block(run)
+        before = set(self.assigned)
+        self.assign(node.target, self.b.mov(counter))
+        self.loops.append(_Loop(advance, done))
+        self.statements(node.body)
+        self.loops.pop()
+        if not self.b.terminated:
+            self.b.jmp(advance)
+        self.b.set_block(advance)
+        # the counter stays below stop (a small int) plus one step, so the word only
+        # overflows when the loop is over anyway
+        next_value = self.b.op("ADD", counter, self.const((step << 1) & 0xFFFF_FFFF_FFFF_FFFF))
+        again = self.b.new_block()
+        self.b.br("SLT" if step > 0 else "SGT", next_value, counter, done, again)
+        self.b.set_block(again)
+        self.b.mov(next_value, dst=counter)
+        self.b.jmp(head)
+        self.assigned = before
+        self.b.set_block(done)
+        return True
+
+    # -- conditions -------------------------------------------------------------------
+
+    def condition(self, node: ast.expr, if_true: object, if_false: object) -> None:
+        """Branch on the truth of ``node``."""
+        t, f = if_true, if_false
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.condition(node.operand, f, t)
+            return
+        if isinstance(node, ast.BoolOp):
+            last = len(node.values) - 1
+            for position, value in enumerate(node.values):
+                if position == last:
+                    self.condition(value, t, f)
+                    return
+                following = self.b.new_block()
+                if isinstance(node.op, ast.And):
+                    self.condition(value, following, f)
+                else:
+                    self.condition(value, t, following)
+                self.b.set_block(following)
+            return
+        if isinstance(node, ast.Compare):
+            self.compare_branch(node, t, f)
+            return
+        if isinstance(node, ast.Constant) and node.value in (True, False, None):
+            self.b.jmp(t if node.value else f)  # type: ignore[arg-type]
+            return
+        self.truth_branch(self.expr(node), t, f)
+
+    def truth_branch(self, value: int, if_true: object, if_false: object) -> None:
+        t, f = if_true, if_false
+        b = self.b
+        not_true, not_false, not_none, not_int, is_int = (b.new_block() for _ in range(5))
+        b.br("EQ", value, self.const(TRUE), t, not_true)  # type: ignore[arg-type]
+        b.set_block(not_true)
+        b.br("EQ", value, self.const(FALSE), f, not_false)  # type: ignore[arg-type]
+        b.set_block(not_false)
+        b.br("EQ", value, self.const(NONE), f, not_none)  # type: ignore[arg-type]
+        b.set_block(not_none)
+        b.br("NZ", b.op("AND", value, ONE), -1, is_int, not_int)
+        b.set_block(is_int)
+        b.br("EQ", value, ONE, f, t)  # type: ignore[arg-type]  # the word of 0 is 1
+        b.set_block(not_int)
+        b.br("NZ", self.rt("truth", value), -1, t, f)  # type: ignore[arg-type]
+
+    def compare_branch(self, node: ast.Compare, if_true: object, if_false: object) -> None:
+        op = node.ops[0]
+        left = self.expr(node.left)
+        right = self.expr(node.comparators[0])
+        symbols = {
+            ast.Eq: "==",
+            ast.NotEq: "!=",
+            ast.Lt: "<",
+            ast.LtE: "<=",
+            ast.Gt: ">",
+            ast.GtE: ">=",
+            ast.In: "in",
+            ast.NotIn: "not",
+        }
+        self.b.loc = self.position(node.left, (symbols[type(op)],))
+        t, f = if_true, if_false
+        b = self.b
+        if isinstance(op, ast.Eq | ast.NotEq):
+            if isinstance(op, ast.NotEq):
+                t, f = f, t
+            differ, neither_int = b.new_block(), b.new_block()
+            b.br("EQ", left, right, t, differ)  # type: ignore[arg-type]
+            b.set_block(differ)
+            either = b.op("OR", left, right)
+            b.br("NZ", b.op("AND", either, ONE), -1, f, neither_int)  # type: ignore[arg-type]
+            b.set_block(neither_int)
+            b.br("NZ", self.rt("equal", left, right), -1, t, f)  # type: ignore[arg-type]
+            return
+        if isinstance(op, ast.In | ast.NotIn):
+            result = self.rt("contains", right, left)
+            if isinstance(op, ast.NotIn):
+                t, f = f, t
+            b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
+            return
+        both, slow = b.new_block(), b.new_block()
+        tags = b.op("AND", left, right)
+        b.br("NZ", b.op("AND", tags, ONE), -1, both, slow)
+        b.set_block(both)
+        b.br(_SIGNED_COND[type(op)], left, right, t, f)  # type: ignore[arg-type]
+        b.set_block(slow)
+        result = self.rt("compare", left, right, self.const(_ORDER[type(op)]))
+        b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
+
+    def bool_value(self, node: ast.expr) -> int:
+        """A condition as a bool value."""
+        result = self.b.reg()
+        yes, no, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.condition(node, yes, no)
+        self.b.set_block(yes)
+        self.b.li(TRUE, dst=result)
+        self.b.jmp(done)
+        self.b.set_block(no)
+        self.b.li(FALSE, dst=result)
+        self.b.jmp(done)
+        self.b.set_block(done)
+        return result
+
+    # -- expressions ------------------------------------------------------------------
+
+    def position(self, node: ast.AST, symbols: str | tuple[str, ...]) -> Loc:
+        if isinstance(symbols, str):
+            symbols = (symbols,)
+        line, col = self.module.source.positions.after(node, symbols)
+        return Loc(line, col)
+
+    def expr(self, node: ast.expr | None) -> int:
+        assert node is not None
+        saved = self.b.loc
+        try:
+            return self._expr(node)
+        finally:
+            self.b.loc = saved
+
+    def _expr(self, node: ast.expr) -> int:
+        if isinstance(node, ast.Constant):
+            return self.constant(node)
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        if isinstance(node, ast.BinOp):
+            left = self.expr(node.left)
+            right = self.expr(node.right)
+            self.b.loc = self.position(node.left, _BINARY_SYMBOL[type(node.op)])
+            return self.binary(_BINARY_RUNTIME[type(node.op)], left, right)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return self.bool_value(node)
+            operand = self.expr(node.operand)
+            self.b.loc = self.loc(node)
+            if isinstance(node.op, ast.USub):
+                return self.negate(operand)
+            if isinstance(node.op, ast.UAdd):
+                return self.rt("pos", operand)
+            return self.rt("invert", operand)
+        if isinstance(node, ast.Compare):
+            return self.bool_value(node)
+        if isinstance(node, ast.BoolOp):
+            return self.bool_operation(node)
+        if isinstance(node, ast.IfExp):
+            result = self.b.reg()
+            yes, no, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+            self.condition(node.test, yes, no)
+            self.b.set_block(yes)
+            self.b.mov(self.expr(node.body), dst=result)
+            self.b.jmp(done)
+            self.b.set_block(no)
+            self.b.mov(self.expr(node.orelse), dst=result)
+            self.b.jmp(done)
+            self.b.set_block(done)
+            return result
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Attribute):
+            obj = self.expr(node.value)
+            self.b.loc = self.position(node.value, ".")
+            return self.rt("getattr_value", obj, self.string(node.attr))
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.List):
+            return self.sequence_literal(node.elts, "list_with", True)
+        if isinstance(node, ast.Tuple):
+            return self.sequence_literal(node.elts, "tuple_with", False)
+        if isinstance(node, ast.Dict):
+            return self.dict_literal(node)
+        if isinstance(node, ast.ListComp):
+            return self.list_comprehension(node)
+        if isinstance(node, ast.DictComp):
+            return self.dict_comprehension(node)
+        if isinstance(node, ast.Lambda):
+            self.b.loc = self.loc(node)
+            return self.make_function(node, "lambda")
+        raise self.module.fail(node, f"unexpected expression {type(node).__name__}")
+
+    def constant(self, node: ast.Constant) -> int:
+        value = node.value
+        if value is None:
+            return self.none()
+        if value is True:
+            return self.b.li(TRUE)
+        if value is False:
+            return self.b.li(FALSE)
+        if isinstance(value, int):
+            word = word_of_int(value)
+            if word is not None:
+                return self.const(word)
+            name = f"int:{value:x}"
+            self.state.data.record(name, bigint_record(value))
+            return self.b.li_ref(DataRef(name))
+        if isinstance(value, str | bytes):
+            payload, is_bytes = self.module.source.strings[id(node)]
+            return self.string(payload, L.TAG_BYTES if is_bytes else L.TAG_STRING)
+        raise self.module.fail(node, f"unsupported constant {value!r}")
+
+    def name(self, node: ast.Name) -> int:
+        binding = self.module.resolution.bindings[id(node)]
+        kind = binding.kind
+        if kind is Kind.LOCAL:
+            variable = binding.variable
+            assert variable is not None
+            register = self.variable_register(variable)
+            if variable.is_cell:
+                value = self.b.load(register, L.CELL_VALUE)
+                self.check_bound(value, f"local variable {variable.name} referenced before assignment", node)
+                return value
+            if id(variable) not in self.assigned:
+                self.needs_init.add(id(variable))
+                self.check_bound(register, f"local variable {variable.name} referenced before assignment", node)
+            return register
+        if kind is Kind.FREE:
+            value = self.b.load(self.free_cells[binding.free_index], L.CELL_VALUE)
+            self.check_bound(value, f"local variable {binding.name} referenced before assignment", node)
+            return value
+        if kind in (Kind.GLOBAL, Kind.LOAD):
+            table = self.module.globals if kind is Kind.GLOBAL else self.module.loads
+            value = self.b.load(ZERO, ref=DataRef(table[binding.name]))
+            self.check_bound(value, f"global variable {binding.name} referenced before assignment", node)
+            return value
+        if kind is Kind.PREDECLARED:
+            return self.predeclared_value(binding.name, node)
+        return self.universal_value(binding.name, node)
+
+    def check_bound(self, value: int, message: str, node: ast.AST) -> None:
+        ok, missing = self.b.new_block(), self.b.new_block()
+        self.b.br("NZ", value, -1, ok, missing)
+        self.b.set_block(missing)
+        self.b.loc = self.loc(node)
+        self.error(message)
+        self.b.set_block(ok)
+
+    def universal_value(self, name: str, node: ast.AST) -> int:
+        if name == "None":
+            return self.none()
+        if name == "True":
+            return self.b.li(TRUE)
+        if name == "False":
+            return self.b.li(FALSE)
+        builtin = FUNCTIONS.get(name)
+        if builtin is None:
+            raise self.module.fail(node, f"undefined: {name}")
+        return self.builtin_value(builtin)
+
+    def predeclared_value(self, name: str, node: ast.AST) -> int:
+        raise self.module.fail(node, f"undefined: {name}")
+
+    def builtin_value(self, builtin: Builtin, receiver: int = ZERO) -> int:
+        """A builtin function (or a method bound to ``receiver``) as a value."""
+        key = (builtin.receiver, builtin.name)
+        number = self.state.builtin_values.setdefault(key, len(self.state.builtin_values) + 1)
+        return self.rt(
+            "make_builtin", self.const(number), receiver, self.string(builtin.name)
+        )
+
+    def negate(self, operand: int) -> int:
+        b = self.b
+        result = b.reg()
+        fast, ok, slow, done = (b.new_block() for _ in range(4))
+        b.br("NZ", b.op("AND", operand, ONE), -1, fast, slow)
+        b.set_block(fast)
+        # -(2x+1) + 2 = 2(-x)+1; only the smallest small int has no small negation
+        b.br("EQ", operand, self.const(L.SIGN_BIT | 1), slow, ok)
+        b.set_block(ok)
+        b.op("ADD", b.op("NEG", operand), self.const(2), dst=result)
+        b.jmp(done)
+        b.set_block(slow)
+        b.mov(self.rt("neg", operand), dst=result)
+        b.jmp(done)
+        b.set_block(done)
+        return result
+
+    def binary(self, op: str, left: int, right: int, in_place: bool = False) -> int:
+        if op == "add":
+            return self.add_sub(left, right, True, "inplace_add" if in_place else "add")
+        if op == "sub":
+            return self.add_sub(left, right, False, "sub")
+        if op == "bitor" and in_place:
+            return self.rt("inplace_bitor", left, right)
+        return self.rt(op, left, right)
+
+    def add_sub(self, left: int, right: int, adding: bool, slow_name: str) -> int:
+        """Small-int addition or subtraction inline, with the overflow test; anything
+        else (big ints, strings, lists, errors) in the runtime."""
+        b = self.b
+        result = b.reg()
+        fast, slow, done = b.new_block(), b.new_block(), b.new_block()
+        tags = b.op("AND", left, right)
+        b.br("NZ", b.op("AND", tags, ONE), -1, fast, slow)
+        b.set_block(fast)
+        right_even = b.op("SUB", right, ONE)  # 2y
+        value = b.op("ADD" if adding else "SUB", left, right_even)
+        if adding:  # overflow iff both operands' signs differ from the result's
+            flags = b.op("AND", b.op("XOR", left, value), b.op("XOR", right_even, value))
+        else:  # overflow iff the operands' signs differ and the result's differs from left's
+            flags = b.op("AND", b.op("XOR", left, right_even), b.op("XOR", left, value))
+        no_overflow = b.new_block()
+        b.br("LT", flags, SIGN, no_overflow, slow)
+        b.set_block(no_overflow)
+        b.mov(value, dst=result)
+        b.jmp(done)
+        b.set_block(slow)
+        b.mov(self.rt(slow_name, left, right), dst=result)
+        b.jmp(done)
+        b.set_block(done)
+        return result
+
+    def bool_operation(self, node: ast.BoolOp) -> int:
+        """``a and b`` / ``a or b``: the value of the operand that decides."""
+        result = self.b.reg()
+        done = self.b.new_block()
+        last = len(node.values) - 1
+        for position, operand in enumerate(node.values):
+            value = self.expr(operand)
+            self.b.mov(value, dst=result)
+            if position == last:
+                self.b.jmp(done)
+                break
+            following = self.b.new_block()
+            if isinstance(node.op, ast.And):
+                self.truth_branch(value, following, done)
+            else:
+                self.truth_branch(value, done, following)
+            self.b.set_block(following)
+        self.b.set_block(done)
+        return result
+
+    def subscript(self, node: ast.Subscript) -> int:
+        container = self.expr(node.value)
+        index = node.slice
+        if isinstance(index, ast.Slice):
+            parts = [self.expr(p) if p is not None else ZERO for p in (index.lower, index.upper, index.step)]
+            self.b.loc = self.position(node.value, "[")
+            return self.rt("get_slice", container, *parts)
+        key = self.expr(index)
+        self.b.loc = self.position(node.value, "[")
+        return self.rt("get_index", container, key)
+
+    def sequence_literal(self, elements: list[ast.expr], maker: str, is_list: bool) -> int:
+        values = [self.expr(element) for element in elements]
+        if not values and not is_list:
+            return self.rt("tuple_with", ZERO)
+        result = self.rt(maker, self.const(len(values)))
+        items = self.b.load(result, L.LIST_ITEMS) if is_list else result
+        offset = 0 if is_list else L.TUPLE_ITEMS
+        for index, value in enumerate(values):
+            self.b.store(value, items, offset + 8 * index)
+        return result
+
+    def dict_literal(self, node: ast.Dict) -> int:
+        result = self.rt("dict_new", self.const(len(node.keys)))
+        for key_node, value_node in zip(node.keys, node.values, strict=True):
+            assert key_node is not None
+            key = self.expr(key_node)
+            value = self.expr(value_node)
+            self.b.loc = self.loc(key_node)
+            self.rt("dict_literal_set", result, key, value, result=False)
+        return result
+
+    def comprehension_loops(self, generators: list[ast.comprehension], body: object) -> None:
+        """Nested loops of a comprehension, calling ``body()`` innermost."""
+        if not generators:
+            body()  # type: ignore[operator]
+            return
+        generator, rest = generators[0], generators[1:]
+        iterable = self.expr(generator.iter)
+        self.b.loc = self.loc(generator.iter)
+        sequence = self.rt("iter_start", iterable)
+
+        def inner() -> None:
+            skip = self.b.new_block()
+            for condition in generator.ifs:
+                keep = self.b.new_block()
+                self.condition(condition, keep, skip)
+                self.b.set_block(keep)
+            self.comprehension_loops(rest, body)
+            if not self.b.terminated:
+                self.b.jmp(skip)
+            self.b.set_block(skip)
+            self.b.jmp(self.loops[-1].head)  # type: ignore[arg-type]
+
+        self.sequence_loop(sequence, lambda item: self.assign(generator.target, item), inner)
+
+    def list_comprehension(self, node: ast.ListComp) -> int:
+        result = self.rt("list_with", ZERO)
+
+        def body() -> None:
+            value = self.expr(node.elt)
+            self.rt("list_append_unchecked", result, value, result=False)
+
+        self.comprehension_loops(node.generators, body)
+        return result
+
+    def dict_comprehension(self, node: ast.DictComp) -> int:
+        result = self.rt("dict_new", ZERO)
+
+        def body() -> None:
+            key = self.expr(node.key)
+            value = self.expr(node.value)
+            self.b.loc = self.loc(node.key)
+            self.rt("dict_set", result, key, value, result=False)
+
+        self.comprehension_loops(node.generators, body)
+        return result
+
+    # -- functions --------------------------------------------------------------------
+
+    def make_function(self, node: ast.FunctionDef | ast.Lambda, name: str) -> int:
+        """Compile a ``def`` or ``lambda`` (once) and make its function value here."""
+        scope = self.module.resolution.functions[id(node)]
+        fast, generic = self.module.function_names(node, scope)
+        closure = bool(scope.free)
+        if fast not in self.state.functions:
+            function = Function(fast, 0, source=(self.module.filename, name))
+            self.state.functions[fast] = function
+            FunctionCompiler(self.module, scope, function, node).compile_function(node, closure)
+            self.state.functions[generic] = self.generic_entry(node, fast, generic, closure)
+        args = node.args
+        defaults = [self.expr(d) for d in args.defaults]
+        kw_defaults = [self.expr(d) if d is not None else ZERO for d in args.kw_defaults]
+        all_defaults = defaults + kw_defaults
+        # a keyword-only parameter without a default is mandatory: keep only from the first default on
+        first = 0
+        if not args.defaults:
+            while first < len(kw_defaults) and args.kw_defaults[first] is None:
+                first += 1
+            all_defaults = kw_defaults[first:]
+        function_value = self.rt("alloc_object", self.const(L.TAG_FUNCTION), self.const(L.FUNC_SIZE))
+        self.b.store(self.b.li_ref(CodeRef(fast)), function_value, L.FUNC_ENTRY)
+        self.b.store(self.b.li_ref(CodeRef(generic)), function_value, L.FUNC_GENERIC)
+        descriptor = self.descriptor(node, name, len(all_defaults), closure)
+        self.b.store(self.b.li_ref(DataRef(descriptor)), function_value, L.FUNC_DESCRIPTOR)
+        if all_defaults:
+            tuple_value = self.rt("tuple_with", self.const(len(all_defaults)))
+            for index, value in enumerate(all_defaults):
+                self.b.store(value, tuple_value, L.TUPLE_ITEMS + 8 * index)
+            self.b.store(tuple_value, function_value, L.FUNC_DEFAULTS)
+        if closure:
+            cells = self.rt("tuple_with", self.const(len(scope.free)))
+            for index, variable in enumerate(scope.free):
+                if variable.function is self.scope:
+                    cell = self.variable_register(variable)
+                else:
+                    cell = self.free_cells[self.scope.free.index(variable)]
+                self.b.store(cell, cells, L.TUPLE_ITEMS + 8 * index)
+            self.b.store(cells, function_value, L.FUNC_CELLS)
+        return function_value
+
+    def descriptor(self, node: ast.FunctionDef | ast.Lambda, name: str, ndefaults: int, closure: bool) -> str:
+        args = node.args
+        ordinary = [a.arg for a in (*args.args, *args.kwonlyargs)]
+        flags = (
+            (L.DESC_HAS_VARARGS if args.vararg else 0)
+            | (L.DESC_HAS_KWARGS if args.kwarg else 0)
+            | (L.DESC_HAS_CLOSURE if closure else 0)
+        )
+        fields: list[int | str] = [
+            L.TAG_BLOCK | L.FLAG_STATIC,
+            self.state.data.string(name.encode()),
+            len(ordinary),
+            len(args.kwonlyargs),
+            flags,
+            ndefaults,
+        ]
+        fields += [self.state.data.string(p.encode()) for p in ordinary]
+        return self.state.data.record(self.state.unique(f"desc:{name}"), tuple(fields))
+
+    def generic_entry(self, node: ast.FunctionDef | ast.Lambda, fast: str, generic: str, closure: bool) -> Function:
+        """The entry a call through a value uses: (function, args tuple, kwargs dict)
+        bound by the runtime's ``bind_arguments``, then a jump to the fast entry."""
+        args = node.args
+        count = len(args.args) + len(args.kwonlyargs) + (1 if args.vararg else 0) + (1 if args.kwarg else 0)
+        if count + (1 if closure else 0) > MAX_ARGUMENTS:
+            raise self.module.fail(node, f"a function may have at most {MAX_ARGUMENTS - 1} parameters")
+        function = Function(generic, 3)
+        b = Builder(function)
+        fn, positional, keywords = b.params(3)
+        slots = b.call("bind_arguments", [fn, positional, keywords])
+        values = [b.load(slots, 8 * index) for index in range(count)]
+        if closure:
+            values.append(fn)
+        b.tail_call(fast, values)
+        return function
+
+    # -- calls ------------------------------------------------------------------------
+
+    def call(self, node: ast.Call) -> int:
+        func = node.func
+        where = self.position(func, "(")
+        if isinstance(func, ast.Name):
+            binding = self.module.resolution.bindings[id(func)]
+            if binding.kind is Kind.UNIVERSAL and binding.name in FUNCTIONS:
+                if binding.name == "print" and not _has_star(node):
+                    return self.print_call(node, where)
+                return self.builtin_call(FUNCTIONS[binding.name], node, where, receiver=-1)
+            if binding.kind is Kind.GLOBAL and binding.name in self.module.known_functions and not _has_star(node):
+                target = self.module.known_functions[binding.name]
+                return self.known_call(target, binding.name, node, where)
+        if isinstance(func, ast.Attribute) and func.attr in METHODS and not _has_star(node):
+            receiver = self.expr(func.value)
+            return self.method_call(receiver, func.attr, node, where)
+        callee = self.expr(func)
+        positional, keywords = self.arguments_as_values(node)
+        self.b.loc = where
+        return self.rt("call_value", callee, positional, keywords)
+
+    def ordered_arguments(self, node: ast.Call) -> list[tuple[str | None, ast.expr]]:
+        """Arguments in source order: (keyword or None, expression)."""
+        items: list[tuple[tuple[int, int], str | None, ast.expr]] = []
+        for argument in node.args:
+            items.append(((argument.lineno, argument.col_offset), None, argument))
+        for keyword in node.keywords:
+            items.append(((keyword.lineno, keyword.col_offset), keyword.arg or "**", keyword.value))
+        items.sort(key=lambda item: item[0])
+        return [(name, value) for _, name, value in items]
+
+    def arguments_as_values(self, node: ast.Call) -> tuple[int, int]:
+        """The call's arguments as a tuple and a dict (or 0), for the runtime."""
+        ordered = self.ordered_arguments(node)
+        values: list[tuple[str | None, ast.expr, int]] = []
+        for name, expression in ordered:
+            inner = expression.value if isinstance(expression, ast.Starred) else expression
+            values.append((name if not isinstance(expression, ast.Starred) else "*", expression, self.expr(inner)))
+        plain = [v for name, _, v in values if name is None]
+        has_star = any(name == "*" for name, _, _ in values)
+        positional = self.rt("tuple_with", self.const(len(plain)))
+        for index, value in enumerate(plain):
+            self.b.store(value, positional, L.TUPLE_ITEMS + 8 * index)
+        if has_star:
+            self.b.loc = self.position(node.func, "(")
+            for name, _, value in values:
+                if name == "*":
+                    positional = self.rt("concat_args", positional, value)
+        named = [(name, value) for name, _, value in values if name not in (None, "*", "**")]
+        keywords = ZERO
+        if named or any(name == "**" for name, _, _ in values):
+            keywords = self.rt("dict_new", self.const(len(named)))
+            for name, value in named:
+                assert name is not None
+                self.rt("dict_set", keywords, self.string(name), value, result=False)
+            for name, _, value in values:
+                if name == "**":
+                    self.b.loc = self.position(node.func, "(")
+                    self.rt("merge_kwargs", keywords, value, result=False)
+        return positional, keywords
+
+    def print_call(self, node: ast.Call, where: Loc) -> int:
+        ordered = self.ordered_arguments(node)
+        separator = -1
+        values = []
+        for name, expression in ordered:
+            value = self.expr(expression)
+            if name is None:
+                values.append(value)
+            elif name == "sep":
+                separator = value
+            else:
+                self.b.loc = where
+                self.error(f"print: unexpected keyword argument {name}", "print")
+                self.b.set_block(self.b.new_block())
+        self.b.loc = where
+        if separator >= 0:
+            separator = self.rt("print_separator", separator)
+        buffer = self.rt("output_buffer")
+        for index, value in enumerate(values):
+            if index:
+                if separator >= 0:
+                    self.rt("buf_str", buffer, separator, result=False)
+                else:
+                    self.rt("buf_byte", buffer, self.const(32), result=False)
+            self.rt("write_str", buffer, value, result=False)
+        self.rt("print_end", buffer, result=False)
+        return self.none()
+
+    def bind_static(
+        self,
+        builtin_name: str,
+        params: tuple[str, ...],
+        required: int,
+        keywords_allowed: frozenset[str] | None,
+        varargs: bool,
+        kwargs: bool,
+        node: ast.Call,
+        where: Loc,
+        user: bool,
+        ndefaults: int,
+        nkwonly: int,
+    ) -> tuple[list[int], list[int], list[tuple[str, int]]] | None:
+        """Evaluate and bind a call's arguments to ``params``; ``None`` after emitting
+        the run-time error when they cannot bind (the Go implementation's words)."""
+        ordered = self.ordered_arguments(node)
+        positional: list[int] = []
+        named: list[tuple[str, int]] = []
+        for name, expression in ordered:
+            value = self.expr(expression)
+            if name is None:
+                positional.append(value)
+            else:
+                named.append((name, value))
+        self.b.loc = where
+        slots: list[int] = [-1] * len(params)
+        nonkwonly = len(params) - nkwonly
+        extra: list[int] = []
+        limit = nonkwonly
+        if len(positional) > limit:
+            if not varargs:
+                if user:
+                    qualifier = "at most " if ndefaults > nkwonly else ""
+                    plural = "" if nonkwonly == 1 else "s"
+                    if not params and not kwargs:
+                        message = f"function {builtin_name} accepts no arguments ({len(positional) + len(named)} given)"
+                    else:
+                        message = (
+                            f"function {builtin_name} accepts {qualifier}{nonkwonly} positional "
+                            f"argument{plural} ({len(positional)} given)"
+                        )
+                else:
+                    word = "exactly " if required == len(params) and required else (
+                        "at most " if required < len(params) else ""
+                    )
+                    message = f"{builtin_name}: got {len(positional)} arguments, want {word}{len(params)}"
+                self.fail_call(message, builtin_name, user)
+                return None
+            extra = positional[limit:]
+            positional = positional[:limit]
+        for index, value in enumerate(positional):
+            slots[index] = value
+        surplus: list[tuple[str, int]] = []
+        for name, value in named:
+            if name == "**":
+                return None
+            if name in params and (keywords_allowed is None or name in keywords_allowed):
+                index = params.index(name)
+                if slots[index] >= 0:
+                    message = (
+                        f"function {builtin_name} got multiple values for parameter {name}"
+                        if user
+                        else f"{builtin_name}: got multiple values for keyword argument {name}"
+                    )
+                    self.fail_call(message, builtin_name, user)
+                    return None
+                slots[index] = value
+            elif kwargs:
+                surplus.append((name, value))
+            else:
+                if user:
+                    message = f"function {builtin_name} got an unexpected keyword argument {name}"
+                elif keywords_allowed:
+                    message = f"{builtin_name}: unexpected keyword argument {name}"
+                else:
+                    message = f"{builtin_name}: unexpected keyword arguments"
+                self.fail_call(message, builtin_name, user)
+                return None
+        if user:
+            first_default = len(params) - ndefaults
+            missing = [params[i] for i in range(first_default) if slots[i] < 0]
+            if missing:
+                plural = "s" if len(missing) > 1 else ""
+                self.fail_call(
+                    f"function {builtin_name} missing {len(missing)} argument{plural} ({', '.join(missing)})",
+                    builtin_name,
+                    user,
+                )
+                return None
+        else:
+            for index in range(required):
+                if slots[index] < 0:
+                    if len(positional) < required and not named:
+                        word = "exactly " if required == len(params) and False else (
+                            "at least " if required < len(params) else ""
+                        )
+                        message = f"{builtin_name}: got {len(positional)} arguments, want {word}{required}"
+                    else:
+                        message = f"{builtin_name}: missing argument for {params[index]}"
+                    self.fail_call(message, builtin_name, user)
+                    return None
+        return slots, extra, surplus
+
+    def fail_call(self, message: str, name: str, user: bool) -> None:
+        self.error(message, "" if user else name)
+        self.b.set_block(self.b.new_block())
+
+    def builtin_call(self, builtin: Builtin, node: ast.Call, where: Loc, receiver: int) -> int:
+        if _has_star(node):
+            callee = self.builtin_value(builtin, receiver if receiver >= 0 else ZERO)
+            positional, keywords = self.arguments_as_values(node)
+            self.b.loc = where
+            return self.rt("call_value", callee, positional, keywords)
+        bound = self.bind_static(
+            builtin.name,
+            builtin.params,
+            builtin.required,
+            builtin.keywords,
+            builtin.varargs,
+            builtin.kwargs,
+            node,
+            where,
+            user=False,
+            ndefaults=0,
+            nkwonly=0,
+        )
+        if bound is None:
+            return self.none()
+        slots, extra, surplus = bound
+        args = [slot if slot >= 0 else ZERO for slot in slots]
+        if builtin.varargs:
+            extra_tuple = self.rt("tuple_with", self.const(len(extra)))
+            for index, value in enumerate(extra):
+                self.b.store(value, extra_tuple, L.TUPLE_ITEMS + 8 * index)
+            args.append(extra_tuple)
+        if builtin.kwargs:
+            keywords = ZERO
+            if surplus:
+                keywords = self.rt("dict_new", self.const(len(surplus)))
+                for name, value in surplus:
+                    self.rt("dict_set", keywords, self.string(name), value, result=False)
+            args.append(keywords)
+        if receiver >= 0:
+            args.insert(0, receiver)
+        self.b.loc = where
+        return self.rt(builtin.impl, *args)
+
+    def method_call(self, receiver: int, name: str, node: ast.Call, where: Loc) -> int:
+        candidates = METHODS[name]
+        if len(candidates) == 1:
+            (builtin,) = candidates.values()
+            return self.builtin_call(builtin, node, where, receiver)
+        result = self.b.reg()
+        done = self.b.new_block()
+        tag = self.rt("tag_of", receiver)
+        for tag_value, builtin in candidates.items():
+            this, other = self.b.new_block(), self.b.new_block()
+            self.b.br("EQ", tag, self.const(tag_value), this, other)
+            self.b.set_block(this)
+            value = self.builtin_call(builtin, node, where, receiver)
+            self.b.mov(value, dst=result)
+            self.b.jmp(done)
+            self.b.set_block(other)
+        self.b.loc = where
+        self.rt("no_such_method", receiver, self.string(name), result=False)
+        self.b.halt()
+        self.b.set_block(done)
+        return result
+
+    def known_call(self, target: ast.FunctionDef, name: str, node: ast.Call, where: Loc) -> int:
+        """A call of a function defined once at top level: bound when compiled."""
+        function_value = self.name(node.func)  # type: ignore[arg-type]
+        scope = self.module.resolution.functions[id(target)]
+        fast, _ = self.module.function_names(target, scope)
+        args = target.args
+        params = tuple(a.arg for a in (*args.args, *args.kwonlyargs))
+        ndefaults = len(args.defaults) + len(args.kw_defaults) if args.defaults else 0
+        if not args.defaults:
+            first = 0
+            while first < len(args.kw_defaults) and args.kw_defaults[first] is None:
+                first += 1
+            ndefaults = len(args.kw_defaults) - first
+        bound = self.bind_static(
+            name,
+            params,
+            len(params) - ndefaults,
+            None,
+            args.vararg is not None,
+            args.kwarg is not None,
+            node,
+            where,
+            user=True,
+            ndefaults=ndefaults,
+            nkwonly=len(args.kwonlyargs),
+        )
+        if bound is None:
+            return self.none()
+        slots, extra, surplus = bound
+        values: list[int] = []
+        first_default = len(params) - ndefaults
+        defaults = -1
+        for index, slot in enumerate(slots):
+            if slot >= 0:
+                values.append(slot)
+                continue
+            if defaults < 0:
+                defaults = self.b.load(function_value, L.FUNC_DEFAULTS)
+            default = self.b.load(defaults, L.TUPLE_ITEMS + 8 * (index - first_default))
+            if index >= len(args.args):  # a keyword-only parameter may be mandatory
+                ok, missing = self.b.new_block(), self.b.new_block()
+                self.b.br("NZ", default, -1, ok, missing)
+                self.b.set_block(missing)
+                self.b.loc = where
+                self.error(f"function {name} missing 1 argument ({params[index]})")
+                self.b.set_block(ok)
+            values.append(default)
+        if args.vararg is not None:
+            extra_tuple = self.rt("tuple_with", self.const(len(extra)))
+            for index, value in enumerate(extra):
+                self.b.store(value, extra_tuple, L.TUPLE_ITEMS + 8 * index)
+            values.append(extra_tuple)
+        if args.kwarg is not None:
+            keywords = self.rt("dict_new", self.const(len(surplus)))
+            for key, value in surplus:
+                self.rt("dict_set", keywords, self.string(key), value, result=False)
+            values.append(keywords)
+        if len(values) > MAX_ARGUMENTS:
+            raise self.module.fail(node, f"a call may pass at most {MAX_ARGUMENTS} arguments")
+        self.b.loc = where
+        return self.b.call(fast, values)
+
+
+def _constant_int(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
+        return -node.operand.value
+    return None
+
+
+def _has_star(node: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+
+
+def _is_load(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, ast.Name)
+        and statement.value.func.id == "load"
+    )
+
+
+__all__ = ["BlockRef", "FunctionCompiler", "ModuleCompiler", "ModuleInfo", "ProgramState"]

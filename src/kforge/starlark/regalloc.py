@@ -1,0 +1,253 @@
+"""Register allocation: virtual registers onto the machine's 256, across calls too.
+
+Linear scan over one live interval per virtual register (from its first to its
+last live point in block order, which covers loops because liveness is computed by
+data flow first).  What makes it fit this machine:
+
+* **Calls know what their callee changes.**  Functions are allocated callees first
+  (:func:`kforge.starlark.emit` orders them), so each call's *clobber set* is known:
+  the registers its callee, and everything the callee calls, may write.  A value
+  live across a call takes a register outside that set when one is free, and costs
+  nothing at the call; otherwise it is saved with ``PUSH`` before the call and
+  restored with ``POP`` after.  Calls inside a recursive cycle, and calls through a
+  code address, clobber everything.
+* **Hints.**  Arguments prefer the registers they are passed in, results ``r1``,
+  moves the register of their other side, so most calls need no moves at all.
+* **Small clobber sets.**  A register this function already writes is preferred
+  over a fresh one, and the runtime fills registers from the top while compiled
+  Starlark fills them from the bottom, so calls from Starlark into the runtime rarely
+  save anything.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from kforge.starlark.ir import FIRST_VIRTUAL, Function, Insn
+from kforge.starlark.regs import (
+    ALL_CLOBBERED,
+    ALLOCATABLE_MASK,
+    RESULT,
+    SCRATCH_A,
+    SCRATCH_B,
+    argument_mask,
+)
+
+
+class OutOfRegisters(Exception):
+    """A function keeps more values alive at once than the machine has registers."""
+
+
+@dataclass
+class Allocation:
+    """Where each virtual register lives, and what each call must save."""
+
+    registers: dict[int, int]
+    #: For each call instruction (by identity), the registers to save around it.
+    saves: dict[int, list[int]] = field(default_factory=dict)
+    #: Every register this function, or anything it calls, may change.
+    clobber: int = 0
+
+    def of(self, register: int) -> int:
+        return register if register < FIRST_VIRTUAL else self.registers[register]
+
+
+def allocate(
+    function: Function,
+    call_clobber: dict[int, int],
+    prefer_high: bool = False,
+) -> Allocation:
+    """Allocate ``function``; ``call_clobber`` maps each call instruction (by ``id``)
+    to its callee's clobber set."""
+    blocks = function.blocks
+    order = _block_order(function)
+    position = 0
+    block_span: dict[int, tuple[int, int]] = {}
+    linear: list[tuple[int, Insn | None]] = []
+    for index in order:
+        block = blocks[index]
+        start = position
+        for insn in block.insns:
+            linear.append((position, insn))
+            position += 2
+        linear.append((position, None))  # the terminator
+        block_span[index] = (start, position)
+        position += 2
+
+    live_in, live_out = _liveness(function, order)
+
+    starts: dict[int, int] = {}
+    ends: dict[int, int] = {}
+
+    def touch(register: int, at: int) -> None:
+        if register < FIRST_VIRTUAL:
+            return
+        if at < starts.get(register, 1 << 62):
+            starts[register] = at
+        if at > ends.get(register, -1):
+            ends[register] = at
+
+    for index in order:
+        start, end = block_span[index]
+        for register in _bits(live_in[index]):
+            touch(register + FIRST_VIRTUAL, start)
+        for register in _bits(live_out[index]):
+            touch(register + FIRST_VIRTUAL, end)
+    hints: dict[int, int] = {}
+    calls: list[tuple[int, int, Insn]] = []  # (position, clobber mask, insn)
+    for at, insn in linear:
+        if insn is None:
+            continue
+        for register in insn.uses():
+            touch(register, at)
+        for register in insn.defs():
+            # a definition lives at least one step, so values defined together (the
+            # parameters) never share a register, even one that is never read
+            touch(register, at)
+            touch(register, at + 1)
+        op = insn.op
+        if op == "MOV":
+            if insn.a < FIRST_VIRTUAL <= insn.dst:
+                hints.setdefault(insn.dst, insn.a)
+        elif op in ("CALL", "CALLI"):
+            mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(insn.args))
+            calls.append((at, mask, insn))
+            for number, argument in enumerate(insn.args, start=1):
+                if argument >= FIRST_VIRTUAL:
+                    hints.setdefault(argument, number)
+            if insn.dst >= FIRST_VIRTUAL:
+                hints.setdefault(insn.dst, RESULT)
+        elif op == "PARAMS":
+            for number, parameter in enumerate(insn.args, start=1):
+                hints.setdefault(parameter, number)
+    for index in order:  # RET puts its value in r1
+        term = blocks[index].term
+        if term is not None and term.op == "RET" and term.a >= FIRST_VIRTUAL:
+            hints.setdefault(term.a, RESULT)
+            touch(term.a, block_span[index][1])
+        elif term is not None:
+            for register in term.uses():
+                touch(register, block_span[index][1])
+
+    call_positions = [at for at, _, _ in calls]
+    intervals = sorted(starts, key=lambda r: (starts[r], r))
+    active: list[tuple[int, int, int]] = []  # heap of (end, register, phys)
+    busy = 0
+    used = (1 << SCRATCH_A) | (1 << SCRATCH_B) | (1 << RESULT)
+    registers: dict[int, int] = {}
+    saves: dict[int, list[int]] = {}
+    for register in intervals:
+        start, end = starts[register], ends[register]
+        while active and active[0][0] <= start:
+            _, _, phys = heapq.heappop(active)
+            busy &= ~(1 << phys)
+        first = bisect_right(call_positions, start)
+        last = bisect_left(call_positions, end)
+        clobbered = 0
+        for k in range(first, last):
+            clobbered |= calls[k][1]
+        free = ALLOCATABLE_MASK & ~busy
+        if not free:
+            raise OutOfRegisters(function.name)
+        phys = _choose(free, clobbered, used, hints.get(register, -1), prefer_high)
+        registers[register] = phys
+        busy |= 1 << phys
+        used |= 1 << phys
+        heapq.heappush(active, (end, register, phys))
+        if clobbered >> phys & 1:
+            for k in range(first, last):
+                if calls[k][1] >> phys & 1:
+                    saves.setdefault(id(calls[k][2]), []).append(phys)
+    clobber = used
+    for _, mask, _ in calls:
+        clobber |= mask
+    return Allocation(registers, saves, clobber)
+
+
+def _choose(free: int, clobbered: int, used: int, hint: int, prefer_high: bool) -> int:
+    """The register for one interval; see the module docstring for the order."""
+    safe = free & ~clobbered
+    if hint >= 0 and safe >> hint & 1:
+        return hint
+    for pool in (safe & used, safe, free & used, free):
+        if pool:
+            if hint >= 0 and pool >> hint & 1:
+                return hint
+            return pool.bit_length() - 1 if prefer_high else (pool & -pool).bit_length() - 1
+    raise AssertionError("no free register")  # free is non-empty
+
+
+def _bits(mask: int) -> list[int]:
+    result = []
+    while mask:
+        low = mask & -mask
+        result.append(low.bit_length() - 1)
+        mask ^= low
+    return result
+
+
+def _block_order(function: Function) -> list[int]:
+    """Reachable blocks in emission order (the order they were created)."""
+    blocks = function.blocks
+    reachable = [False] * len(blocks)
+    stack = [0]
+    while stack:
+        index = stack.pop()
+        if reachable[index]:
+            continue
+        reachable[index] = True
+        term = blocks[index].term
+        if term is not None:
+            stack.extend(term.targets)
+    return [index for index in range(len(blocks)) if reachable[index]]
+
+
+def block_order(function: Function) -> list[int]:
+    return _block_order(function)
+
+
+def _liveness(function: Function, order: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+    """Live-in and live-out sets of virtual registers (bit ``r - 256``) per block."""
+    use: dict[int, int] = {}
+    define: dict[int, int] = {}
+    for index in order:
+        block = function.blocks[index]
+        u = d = 0
+        for insn in block.insns:
+            for register in insn.uses():
+                if register >= FIRST_VIRTUAL:
+                    bit = 1 << (register - FIRST_VIRTUAL)
+                    if not d & bit:
+                        u |= bit
+            for register in insn.defs():
+                if register >= FIRST_VIRTUAL:
+                    d |= 1 << (register - FIRST_VIRTUAL)
+        term = block.term
+        if term is not None:
+            for register in term.uses():
+                if register >= FIRST_VIRTUAL:
+                    bit = 1 << (register - FIRST_VIRTUAL)
+                    if not d & bit:
+                        u |= bit
+        use[index] = u
+        define[index] = d
+    live_in = dict.fromkeys(order, 0)
+    live_out = dict.fromkeys(order, 0)
+    changed = True
+    reverse = order[::-1]
+    while changed:
+        changed = False
+        for index in reverse:
+            term = function.blocks[index].term
+            out = 0
+            if term is not None:
+                for target in term.targets:
+                    out |= live_in[target]
+            new_in = use[index] | (out & ~define[index])
+            if out != live_out[index] or new_in != live_in[index]:
+                live_out[index] = out
+                live_in[index] = new_in
+                changed = True
+    return live_in, live_out

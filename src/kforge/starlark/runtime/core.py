@@ -1,0 +1,281 @@
+"""Allocation, byte buffers, output, and the error path with its traceback.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import (
+    Global,
+    data_address,
+    fault,
+    heap_limit,
+    heap_pointer,
+    jump_address,
+    load,
+    loadb,
+    noreturn,
+    pop,
+    send,
+    set_heap_limit,
+    set_heap_pointer,
+    site_info,
+    store,
+    storeb,
+)
+
+#: Bytes the heap limit keeps back so that an error can still be reported.
+EMERGENCY: Final = 4096
+#: Frames a traceback shows from each end of a deep stack.
+TRACEBACK_KEEP: Final = 32
+#: The largest single message the runtime sends (sandboxes may lower the limit).
+CHUNK: Final = 4096
+
+#: Fault codes (``FAULT`` immediates) that end a Starlark program.
+FAULT_ERROR: Final = 1
+FAULT_DOUBLE: Final = 3
+
+SITE_RUNTIME: Final = 0
+SITE_STARLARK: Final = 1
+SITE_BOTTOM: Final = 2
+SITE_CATCH: Final = 3
+
+_in_error = Global(__name__)
+_caught = Global(__name__)
+_out = Global(__name__)
+#: The environment block the machine laid out (address and length), saved at start.
+environment_address = Global(__name__)
+environment_length = Global(__name__)
+
+
+# -- allocation -------------------------------------------------------------------------
+
+
+def alloc(size: int) -> int:
+    """``size`` bytes of zeroed heap, 8-aligned; a Starlark error when there is no room."""
+    p = heap_pointer()
+    if size > heap_limit() - p:
+        out_of_memory()
+    top = p + ((size + 7) & ~7)
+    if top > heap_limit():
+        out_of_memory()
+    set_heap_pointer(top)
+    return p
+
+
+def alloc_object(tag: int, size: int) -> int:
+    p = alloc(size)
+    store(p, tag)
+    return p
+
+
+@noreturn
+def out_of_memory() -> None:
+    error("out of memory: the program's heap reached its memory quota", 0)
+
+
+@noreturn
+def rt_stack_overflow() -> None:
+    error("stack overflow: calls nested too deeply for the memory quota", 0)
+
+
+# -- byte buffers ---------------------------------------------------------------------
+
+
+def buf_new(capacity: int) -> int:
+    b = alloc_object(L.TAG_BUFFER, L.BUF_SIZE)
+    block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + capacity)
+    store(block + L.BLOCK_CAP, capacity)
+    store(b + L.BUF_CAP, capacity)
+    store(b + L.BUF_DATA, block + L.BLOCK_DATA)
+    return b
+
+
+def buf_reserve(b: int, extra: int) -> int:
+    """Make room for ``extra`` more bytes; returns the address where they go."""
+    length = load(b + L.BUF_LEN)
+    capacity = load(b + L.BUF_CAP)
+    if extra > capacity - length:
+        if extra > (1 << 40):
+            out_of_memory()
+        wanted = capacity * 2
+        if wanted < length + extra:
+            wanted = length + extra
+        block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + wanted)
+        store(block + L.BLOCK_CAP, wanted)
+        copy_bytes(block + L.BLOCK_DATA, load(b + L.BUF_DATA), length)
+        store(b + L.BUF_DATA, block + L.BLOCK_DATA)
+        store(b + L.BUF_CAP, wanted)
+    return load(b + L.BUF_DATA) + length
+
+
+def buf_write(b: int, address: int, count: int) -> None:
+    target = buf_reserve(b, count)
+    copy_bytes(target, address, count)
+    store(b + L.BUF_LEN, load(b + L.BUF_LEN) + count)
+
+
+def buf_byte(b: int, byte: int) -> None:
+    target = buf_reserve(b, 1)
+    storeb(target, byte)
+    store(b + L.BUF_LEN, load(b + L.BUF_LEN) + 1)
+
+
+def buf_str(b: int, s: int) -> None:
+    """Append the bytes of the str (or bytes) object ``s``."""
+    buf_write(b, s + L.STR_DATA, load(s + L.STR_LEN))
+
+
+def buf_decimal(b: int, value: int) -> None:
+    """Append the unsigned word ``value`` in decimal."""
+    digits = 1
+    rest = value
+    while rest >= 10:
+        rest = rest // 10
+        digits += 1
+    target = buf_reserve(b, digits)
+    position = digits
+    while position > 0:
+        position -= 1
+        storeb(target + position, 48 + value % 10)
+        value = value // 10
+    store(b + L.BUF_LEN, load(b + L.BUF_LEN) + digits)
+
+
+def buf_to_string(b: int, tag: int) -> int:
+    """A new str (or bytes) object holding the buffer's bytes."""
+    length = load(b + L.BUF_LEN)
+    s = alloc_object(tag, L.STR_DATA + length)
+    store(s + L.STR_LEN, length)
+    copy_bytes(s + L.STR_DATA, load(b + L.BUF_DATA), length)
+    return s
+
+
+def copy_bytes(target: int, source: int, count: int) -> None:
+    """Copy ``count`` bytes (the ranges may overlap only if ``target <= source``)."""
+    words = count >> 3
+    i = 0
+    while i < words:
+        store(target + (i << 3), load(source + (i << 3)))
+        i += 1
+    i = words << 3
+    while i < count:
+        storeb(target + i, loadb(source + i))
+        i += 1
+
+
+def send_buffer(channel: int, b: int) -> None:
+    """Send the buffer's bytes on stdout (1) or stderr (2) in chunks; empties it."""
+    address = load(b + L.BUF_DATA)
+    length = load(b + L.BUF_LEN)
+    while length > CHUNK:
+        if channel == 1:
+            send(0, address, CHUNK)
+        else:
+            send(1, address, CHUNK)
+        address += CHUNK
+        length -= CHUNK
+    if channel == 1:
+        send(0, address, length)
+    else:
+        send(1, address, length)
+    store(b + L.BUF_LEN, 0)
+
+
+def output_buffer() -> int:
+    """The one buffer ``print`` writes into (made on first use, then reused)."""
+    b = _out.value
+    if b == 0:
+        b = buf_new(256)
+        _out.value = b
+    return b
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+@noreturn
+def error(message: int, builtin: int) -> None:
+    """Raise a Starlark error: unwind to a ``catch`` if one is active, else write the
+    traceback and ``Error: message`` (``Error in builtin: message`` when ``builtin``,
+    a str, names the builtin that failed) to stderr and end the machine."""
+    if _in_error.value != 0:
+        fault(FAULT_DOUBLE)
+    _in_error.value = 1
+    set_heap_limit(heap_limit() + EMERGENCY)
+    keep = TRACEBACK_KEEP
+    inner = alloc(8 * keep)
+    outer = alloc(8 * keep)
+    total = 0
+    return_address = pop()
+    while True:
+        info = site_info(return_address)
+        kind = (info >> 8) & 3
+        if kind == SITE_CATCH:
+            _in_error.value = 0
+            _caught.value = message
+            jump_address(return_address)
+        pushes = info & 255
+        while pushes > 0:
+            pop()
+            pushes -= 1
+        if kind == SITE_BOTTOM:
+            break
+        if kind == SITE_STARLARK:
+            if total < keep:
+                store(inner + 8 * total, info)
+            store(outer + 8 * (total % keep), info)
+            total += 1
+        return_address = pop()
+    b = buf_new(256)
+    buf_str(b, "Traceback (most recent call last):\n")
+    shown_outer = total - keep if total > 2 * keep else 0
+    i = total
+    while i > 0:
+        i -= 1
+        if shown_outer > 0 and i < total - keep and i >= keep:
+            if i == total - keep - 1:
+                buf_str(b, "  ... (")
+                buf_decimal(b, total - 2 * keep)
+                buf_str(b, " frames omitted)\n")
+            continue
+        if i >= keep:
+            info = load(outer + 8 * (i % keep))
+        else:
+            info = load(inner + 8 * i)
+        write_frame(b, info)
+    if builtin != 0:
+        buf_str(b, "Error in ")
+        buf_str(b, builtin)
+        buf_str(b, ": ")
+    else:
+        buf_str(b, "Error: ")
+    buf_str(b, message)
+    buf_byte(b, 10)
+    send_buffer(2, b)
+    fault(FAULT_ERROR)
+
+
+def write_frame(b: int, info: int) -> None:
+    """``  FILE:LINE:COL: in FUNCTION`` for a Starlark frame's site word."""
+    number = (info >> 16) & 0xFFFF
+    table = data_address("rt$frames")
+    buf_str(b, "  ")
+    buf_str(b, load(table + 16 * number))
+    buf_byte(b, 58)
+    buf_decimal(b, (info >> 32) & 0xFFFFF)
+    buf_byte(b, 58)
+    buf_decimal(b, info >> 52)
+    buf_str(b, ": in ")
+    buf_str(b, load(table + 16 * number + 8))
+    buf_byte(b, 10)
+
+
+def caught_error() -> int:
+    """The message of the error a ``catch`` site just caught (0 when none), and clear it."""
+    message = _caught.value
+    _caught.value = 0
+    return message

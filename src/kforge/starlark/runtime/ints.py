@@ -1,0 +1,297 @@
+"""Integer arithmetic and the dispatch of every binary and unary operator.
+
+Small ints are handled here; anything that leaves the small range goes to the
+arbitrary-precision functions of :mod:`kforge.starlark.runtime.bigint`, which take
+and return int values of either kind and always return the canonical form (a small
+int whenever the value fits).
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from typing import TYPE_CHECKING
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, sar, sge, slt
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import (
+        big_add,
+        big_and,
+        big_floordiv,
+        big_invert,
+        big_lshift,
+        big_mod,
+        big_mul,
+        big_neg,
+        big_or,
+        big_rshift,
+        big_sub,
+        big_xor,
+        int_from_word,
+    )
+    from kforge.starlark.runtime.core import error
+    from kforge.starlark.runtime.dicts import check_dict_mutable, dict_union, dict_update_from
+    from kforge.starlark.runtime.format import error_with_value, string_interpolate
+    from kforge.starlark.runtime.lists import check_list_mutable, list_concat, list_repeat
+    from kforge.starlark.runtime.sequences import is_iterable, list_extend_iterable
+    from kforge.starlark.runtime.strings import string_concat, string_repeat
+    from kforge.starlark.runtime.tuples import tuple_concat, tuple_repeat
+    from kforge.starlark.runtime.values import error_binary, error_unary, tag_of
+
+#: Magnitudes below this multiply without leaving a machine word.
+_HALF: Final = 1 << 31
+
+
+def both_small(a: int, b: int) -> int:
+    return a & b & 1
+
+
+def add(a: int, b: int) -> int:
+    """``a + b``: ints, str, bytes, list, tuple."""
+    ta = tag_of(a)
+    tb = tag_of(b)
+    if ta == L.TAG_INT and tb == L.TAG_INT:
+        if both_small(a, b):
+            return int_from_word(sar(a, 1) + sar(b, 1))
+        return big_add(a, b)
+    if ta == tb:
+        if ta == L.TAG_STRING or ta == L.TAG_BYTES:
+            return string_concat(a, b)
+        if ta == L.TAG_LIST:
+            return list_concat(a, b)
+        if ta == L.TAG_TUPLE:
+            return tuple_concat(a, b)
+    error_binary("+", a, b)
+    return 0
+
+
+def inplace_add(a: int, b: int) -> int:
+    """``a += b``: a list is extended in place by any iterable; else as ``a + b``."""
+    if tag_of(a) == L.TAG_LIST:
+        if is_iterable(b):
+            check_list_mutable(a, "apply += to")
+            list_extend_iterable(a, b)
+            return a
+    return add(a, b)
+
+
+def inplace_bitor(a: int, b: int) -> int:
+    """``a |= b``: a dict is updated in place by a dict; else as ``a | b``."""
+    if tag_of(a) == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
+        check_dict_mutable(a, "apply |= to")
+        dict_update_from(a, b)
+        return a
+    return bitor(a, b)
+
+
+def sub(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if both_small(a, b):
+            return int_from_word(sar(a, 1) - sar(b, 1))
+        return big_sub(a, b)
+    error_binary("-", a, b)
+    return 0
+
+
+def mul(a: int, b: int) -> int:
+    """``a * b``: ints; a str, bytes, list or tuple repeated by an int."""
+    ta = tag_of(a)
+    tb = tag_of(b)
+    if ta == L.TAG_INT and tb == L.TAG_INT:
+        if both_small(a, b):
+            x = sar(a, 1)
+            y = sar(b, 1)
+            if x + _HALF < 2 * _HALF and y + _HALF < 2 * _HALF:
+                return small_word(x * y)
+        return big_mul(a, b)
+    if ta == L.TAG_INT:
+        return repeat(b, a, b, a)
+    if tb == L.TAG_INT:
+        return repeat(a, b, a, b)
+    error_binary("*", a, b)
+    return 0
+
+
+def repeat(sequence: int, count: int, left: int, right: int) -> int:
+    tag = tag_of(sequence)
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return string_repeat(sequence, count)
+    if tag == L.TAG_LIST:
+        return list_repeat(sequence, count)
+    if tag == L.TAG_TUPLE:
+        return tuple_repeat(sequence, count)
+    error_binary("*", left, right)
+    return 0
+
+
+def small_word(n: int) -> int:
+    """The word of the small int ``n`` (which fits)."""
+    return (n << 1) | 1
+
+
+def floordiv(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if b == 1:
+            error("floored division by zero", 0)
+        if both_small(a, b):
+            return int_from_word(floor_div_words(sar(a, 1), sar(b, 1)))
+        return big_floordiv(a, b)
+    error_binary("//", a, b)
+    return 0
+
+
+def mod(a: int, b: int) -> int:
+    """``a % b``: the floored remainder of ints, or ``str % args`` formatting."""
+    ta = tag_of(a)
+    if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if b == 1:
+            error("integer modulo by zero", 0)
+        if both_small(a, b):
+            x = sar(a, 1)
+            y = sar(b, 1)
+            return small_word(x - floor_div_words(x, y) * y)
+        return big_mod(a, b)
+    if ta == L.TAG_STRING:
+        return string_interpolate(a, b)
+    error_binary("%", a, b)
+    return 0
+
+
+def floor_div_words(x: int, y: int) -> int:
+    """Floored division of signed machine words (``y != 0``; no overflow for small ints)."""
+    ux = x
+    uy = y
+    negative = 0
+    if slt(x, 0):
+        ux = 0 - x
+        negative = 1
+    if slt(y, 0):
+        uy = 0 - y
+        negative = negative ^ 1
+    q = ux // uy
+    if negative:
+        if q * uy != ux:
+            q += 1
+        return 0 - q
+    return q
+
+
+def truediv(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        error("floating-point division is not supported yet: use // for integer division", 0)
+    error_binary("/", a, b)
+    return 0
+
+
+def bitand(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if both_small(a, b):
+            return a & b
+        return big_and(a, b)
+    error_binary("&", a, b)
+    return 0
+
+
+def bitor(a: int, b: int) -> int:
+    ta = tag_of(a)
+    if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if both_small(a, b):
+            return a | b
+        return big_or(a, b)
+    if ta == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
+        return dict_union(a, b)
+    error_binary("|", a, b)
+    return 0
+
+
+def bitxor(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        if both_small(a, b):
+            return (a ^ b) | 1
+        return big_xor(a, b)
+    error_binary("^", a, b)
+    return 0
+
+
+def shift_count(b: int) -> int:
+    """The shift count of ``<<`` and ``>>`` (a small int 0..511), or an error."""
+    if (b & 1) == 0 or slt(b, 0):
+        if (b & 1) == 0:
+            if sge(big_sign_word(b), 0):
+                error_shift_large(b)
+        error_shift_negative(b)
+    count = b >> 1
+    if count >= 512:
+        error_shift_large(b)
+    return count
+
+
+def lshift(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        count = shift_count(b)
+        if a & 1:
+            if count < 62:
+                x = sar(a, 1)
+                shifted = x << count
+                if sar(shifted, count) == x:
+                    return int_from_word(shifted)
+        return big_lshift(a, count)
+    error_binary("<<", a, b)
+    return 0
+
+
+def rshift(a: int, b: int) -> int:
+    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+        count = shift_count(b)
+        if a & 1:
+            if count > 62:
+                count = 62
+            return small_word(sar(sar(a, 1), count))
+        return big_rshift(a, count)
+    error_binary(">>", a, b)
+    return 0
+
+
+def neg(a: int) -> int:
+    if a & 1:
+        return int_from_word(0 - sar(a, 1))
+    if tag_of(a) == L.TAG_BIGINT:
+        return big_neg(a)
+    error_unary("-", a)
+    return 0
+
+
+def pos(a: int) -> int:
+    if tag_of(a) == L.TAG_INT:
+        return a
+    error_unary("+", a)
+    return 0
+
+
+def invert(a: int) -> int:
+    if a & 1:
+        return a ^ 0xFFFFFFFFFFFFFFFE
+    if tag_of(a) == L.TAG_BIGINT:
+        return big_invert(a)
+    error_unary("~", a)
+    return 0
+
+
+def big_sign_word(v: int) -> int:
+    """0 for a non-negative big int, -1 for a negative one."""
+    if (load(v + L.BIGINT_INFO) >> 32) != 0:
+        return 0 - 1
+    return 0
+
+
+def error_shift_negative(b: int) -> None:
+    error_with_value("negative shift count: ", b, "")
+
+
+def error_shift_large(b: int) -> None:
+    error_with_value("shift count too large: ", b, "")
+

@@ -1,0 +1,166 @@
+"""Lists and tuples: making, growing, concatenating, repeating; mutation checks.
+
+A list's items live in a raw block that is replaced when the list grows, so the
+list keeps its identity.  A list may not change while it is frozen, or change
+size while it is being iterated (Go's rule).
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, slt, store
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
+    from kforge.starlark.runtime.strings import string_concat
+
+
+def items_block(capacity: int) -> int:
+    """A raw block of ``capacity`` words; returns the address of its first word."""
+    if capacity > (1 << 36):
+        error("list too large", 0)
+    block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + 8 * capacity)
+    store(block + L.BLOCK_CAP, 8 * capacity)
+    return block + L.BLOCK_DATA
+
+
+def list_with(n: int) -> int:
+    """A new list of length ``n`` (a machine word), items to be stored by the caller."""
+    capacity = n
+    if capacity < 4:
+        capacity = 4
+    lst = alloc_object(L.TAG_LIST, L.LIST_SIZE)
+    store(lst + L.LIST_LEN, n)
+    store(lst + L.LIST_CAP, capacity)
+    store(lst + L.LIST_ITEMS, items_block(capacity))
+    return lst
+
+
+def list_from_items(items: int, n: int) -> int:
+    lst = list_with(n)
+    copy_bytes(load(lst + L.LIST_ITEMS), items, 8 * n)
+    return lst
+
+
+def tuple_with(n: int) -> int:
+    """A new tuple of length ``n``, items to be stored by the caller."""
+    if n > (1 << 36):
+        error("tuple too large", 0)
+    t = alloc_object(L.TAG_TUPLE, L.TUPLE_ITEMS + 8 * n)
+    store(t + L.TUPLE_LEN, n)
+    return t
+
+
+def tuple_from_items(items: int, n: int) -> int:
+    t = tuple_with(n)
+    copy_bytes(t + L.TUPLE_ITEMS, items, 8 * n)
+    return t
+
+
+def list_reserve(lst: int, extra: int) -> None:
+    """Room for ``extra`` more items."""
+    n = load(lst + L.LIST_LEN)
+    capacity = load(lst + L.LIST_CAP)
+    if extra <= capacity - n:
+        return
+    wanted = capacity * 2
+    if wanted < n + extra:
+        wanted = n + extra
+    items = items_block(wanted)
+    copy_bytes(items, load(lst + L.LIST_ITEMS), 8 * n)
+    store(lst + L.LIST_ITEMS, items)
+    store(lst + L.LIST_CAP, wanted)
+
+
+def list_append_unchecked(lst: int, x: int) -> None:
+    """Append to a list nobody else can see yet (comprehensions, builtins)."""
+    n = load(lst + L.LIST_LEN)
+    if n == load(lst + L.LIST_CAP):
+        list_reserve(lst, 1)
+    store(load(lst + L.LIST_ITEMS) + 8 * n, x)
+    store(lst + L.LIST_LEN, n + 1)
+
+
+def check_list_mutable(lst: int, verb: int) -> None:
+    """Go's rule for changing a list: not frozen, not being iterated.  ``verb`` (a str)
+    says what the change does, for the message: ``cannot append to frozen list``."""
+    if load(lst) & L.FLAG_FROZEN:
+        error(string_concat(string_concat("cannot ", verb), " frozen list"), 0)
+    if load(lst + L.LIST_ITERS) != 0:
+        error(string_concat(string_concat("cannot ", verb), " list during iteration"), 0)
+
+
+def list_concat(a: int, b: int) -> int:
+    n = load(a + L.LIST_LEN)
+    m = load(b + L.LIST_LEN)
+    result = list_with(n + m)
+    items = load(result + L.LIST_ITEMS)
+    copy_bytes(items, load(a + L.LIST_ITEMS), 8 * n)
+    copy_bytes(items + 8 * n, load(b + L.LIST_ITEMS), 8 * m)
+    return result
+
+
+def list_extend_from(lst: int, other: int) -> None:
+    """Append the items of list ``other`` (which may be ``lst`` itself)."""
+    m = load(other + L.LIST_LEN)
+    list_reserve(lst, m)
+    n = load(lst + L.LIST_LEN)
+    copy_bytes(load(lst + L.LIST_ITEMS) + 8 * n, load(other + L.LIST_ITEMS), 8 * m)
+    store(lst + L.LIST_LEN, n + m)
+
+
+def repeat_count(count: int, length: int) -> int:
+    """The number of copies ``x * count`` makes (0 for negative); an error if the result
+    would be absurdly large."""
+    if (count & 1) == 0:
+        if (load(count + L.BIGINT_INFO) >> 32) != 0:
+            return 0
+        if length != 0:
+            error("excessive repeat count", 0)
+        return 0
+    if slt(count, 0):
+        return 0
+    times = count >> 1
+    if length != 0 and times > (1 << 32) // length:
+        error("excessive repeat count", 0)
+    return times
+
+
+def list_repeat(lst: int, count: int) -> int:
+    n = load(lst + L.LIST_LEN)
+    times = repeat_count(count, n)
+    result = list_with(n * times)
+    items = load(result + L.LIST_ITEMS)
+    i = 0
+    while i < times:
+        copy_bytes(items + 8 * n * i, load(lst + L.LIST_ITEMS), 8 * n)
+        i += 1
+    return result
+
+
+def tuple_concat(a: int, b: int) -> int:
+    n = load(a + L.TUPLE_LEN)
+    m = load(b + L.TUPLE_LEN)
+    if n == 0:
+        return b
+    if m == 0:
+        return a
+    result = tuple_with(n + m)
+    copy_bytes(result + L.TUPLE_ITEMS, a + L.TUPLE_ITEMS, 8 * n)
+    copy_bytes(result + L.TUPLE_ITEMS + 8 * n, b + L.TUPLE_ITEMS, 8 * m)
+    return result
+
+
+def tuple_repeat(t: int, count: int) -> int:
+    n = load(t + L.TUPLE_LEN)
+    times = repeat_count(count, n)
+    result = tuple_with(n * times)
+    i = 0
+    while i < times:
+        copy_bytes(result + L.TUPLE_ITEMS + 8 * n * i, t + L.TUPLE_ITEMS, 8 * n)
+        i += 1
+    return result

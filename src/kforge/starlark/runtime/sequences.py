@@ -1,0 +1,517 @@
+"""Indexing, slicing, membership, unpacking and iteration of every sequence.
+
+Iteration is a protocol of three calls the compiler emits for ``for`` loops and
+comprehensions: ``iter_start(x)`` checks that ``x`` is iterable and returns the
+object to iterate (a list or dict is locked against changes of size for as long
+as the loop runs), ``iter_item(seq, i)`` returns the ``i`` th item or 0 after the
+last, and ``iter_end(seq)`` unlocks.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, loadb, sar, sge, slt, store, storeb
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.core import buf_decimal, buf_new, buf_str, buf_to_string, error
+    from kforge.starlark.runtime.dicts import dict_compact, dict_get_entry, dict_key_at, dict_set
+    from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed
+    from kforge.starlark.runtime.ranges import make_range
+    from kforge.starlark.runtime.lists import (
+        check_list_mutable,
+        list_append_unchecked,
+        list_from_items,
+        list_with,
+        tuple_from_items,
+        tuple_with,
+    )
+    from kforge.starlark.runtime.strings import (
+        string_find_bytes,
+        string_new,
+        substring,
+        utf8_decode,
+    )
+    from kforge.starlark.runtime.values import (
+        equal,
+        error_binary,
+        error_with_type,
+        new_elems,
+        small,
+        tag_of,
+        type_name,
+    )
+
+
+# -- indexes --------------------------------------------------------------------------
+
+
+def index_word(v: int, what: int) -> int:
+    """An index argument as a signed machine word (Go's ``AsInt32`` errors)."""
+    if v & 1:
+        n = sar(v, 1)
+        if slt(n, 0 - (1 << 31)) or sge(n, 1 << 31):
+            error_with_value(what, v, " out of range")
+        return n
+    if tag_of(v) == L.TAG_BIGINT:
+        error_with_value(what, v, " out of range")
+    error_with_type(string_concat_text(what, "got "), v, ", want int", 0)
+    return 0
+
+
+def string_concat_text(a: int, b: int) -> int:
+    buffer = buf_new(32)
+    buf_str(buffer, a)
+    buf_str(buffer, b)
+    return buf_to_string(buffer, L.TAG_STRING)
+
+
+def index_in(v: int, n: int, container: int) -> int:
+    """The position ``container[v]`` names (negative counts from the end), or an error."""
+    what = index_prefix(container)
+    i = index_word(v, what)
+    original = i
+    if slt(i, 0):
+        i += n
+    if slt(i, 0) or sge(i, n):
+        error_out_of_range(original, n, container)
+    return i
+
+
+def index_prefix(container: int) -> int:
+    """``list index: `` and the like, for an index that is not an int."""
+    return string_concat_text(type_name(container), " index: ")
+
+
+def error_out_of_range(i: int, n: int, container: int) -> None:
+    b = buf_new(64)
+    if n == 0:
+        buf_str(b, "index ")
+        write_signed(b, i)
+        buf_str(b, " out of range: empty ")
+        buf_str(b, type_name(container))
+    else:
+        buf_str(b, type_name(container))
+        buf_str(b, " index ")
+        write_signed(b, i)
+        buf_str(b, " out of range [")
+        write_signed(b, 0 - n)
+        buf_str(b, ":")
+        write_signed(b, n - 1)
+        buf_str(b, "]")
+    error(buf_to_string(b, L.TAG_STRING), 0)
+
+
+def get_index(x: int, key: int) -> int:
+    """``x[key]``."""
+    tag = tag_of(x)
+    if tag == L.TAG_LIST:
+        i = index_in(key, load(x + L.LIST_LEN), x)
+        return load(load(x + L.LIST_ITEMS) + 8 * i)
+    if tag == L.TAG_DICT:
+        e = dict_get_entry(x, key)
+        if e == 0:
+            b = buf_new(32)
+            buf_str(b, "key ")
+            write_repr(b, key)
+            buf_str(b, " not in dict")
+            error(buf_to_string(b, L.TAG_STRING), 0)
+        return load(e + 16)
+    if tag == L.TAG_TUPLE:
+        i = index_in(key, load(x + L.TUPLE_LEN), x)
+        return load(x + L.TUPLE_ITEMS + 8 * i)
+    if tag == L.TAG_STRING:
+        i = index_in(key, load(x + L.STR_LEN), x)
+        return byte_string(loadb(x + L.STR_DATA + i))
+    if tag == L.TAG_BYTES:
+        i = index_in(key, load(x + L.STR_LEN), x)
+        return small(loadb(x + L.STR_DATA + i))
+    if tag == L.TAG_RANGE:
+        i = index_in(key, load(x + L.RANGE_LEN), x)
+        return small(load(x + L.RANGE_START) + i * load(x + L.RANGE_STEP))
+    if tag == L.TAG_STRING_ELEMS:
+        return elems_index(x, key)
+    b = buf_new(32)
+    buf_str(b, "unhandled index operation ")
+    buf_str(b, type_name(x))
+    buf_str(b, "[")
+    buf_str(b, type_name(key))
+    buf_str(b, "]")
+    error(buf_to_string(b, L.TAG_STRING), 0)
+    return 0
+
+
+def byte_string(c: int) -> int:
+    """The one-byte str ``chr`` of a byte value (for ASCII, a shared static string)."""
+    s = string_new(L.TAG_STRING, 1)
+    store(s + L.STR_DATA, c)
+    return s
+
+
+def elems_index(x: int, key: int) -> int:
+    s = load(x + L.ELEMS_STRING)
+    kind = load(x + L.ELEMS_KIND)
+    if kind == L.ELEMS_ELEMS or kind == L.ELEMS_ELEM_ORDS or kind == L.ELEMS_BYTES_ELEMS:
+        i = index_in(key, load(s + L.STR_LEN), x)
+        c = loadb(s + L.STR_DATA + i)
+        if kind == L.ELEMS_ELEMS:
+            return byte_string(c)
+        return small(c)
+    error_with_type("unhandled index operation on ", x, "", 0)
+    return 0
+
+
+def set_index(x: int, key: int, value: int) -> None:
+    """``x[key] = value``."""
+    tag = tag_of(x)
+    if tag == L.TAG_LIST:
+        check_list_mutable(x, "assign to element of")
+        i = index_in(key, load(x + L.LIST_LEN), x)
+        store(load(x + L.LIST_ITEMS) + 8 * i, value)
+        return
+    if tag == L.TAG_DICT:
+        dict_set(x, key, value)
+        return
+    error_with_type("", x, " value does not support item assignment", 0)
+
+
+# -- slices ---------------------------------------------------------------------------
+
+
+def slice_bound(v: int, n: int, default: int, what: int) -> int:
+    """A slice bound as a signed word: ``default`` when absent (0 or None); a negative
+    one counts from the end."""
+    if v == 0 or v == L.NONE_ADDRESS:
+        return default
+    i = index_word(v, what)
+    if slt(i, 0):
+        i += n
+    return i
+
+
+def get_slice(x: int, lo: int, hi: int, step_value: int) -> int:
+    """``x[lo:hi:step]`` (0 for a missing part)."""
+    tag = tag_of(x)
+    n = length_for_slice(x, tag)
+    step = 1
+    if step_value != 0 and step_value != L.NONE_ADDRESS:
+        step = index_word(step_value, "invalid slice step: ")
+        if step == 0:
+            error("zero is not a valid slice step", 0)
+    if sge(step, 0):
+        start = clamp(slice_bound(lo, n, 0, "invalid start index: "), n)
+        end = clamp(slice_bound(hi, n, n, "invalid end index: "), n)
+        if slt(end, start):
+            end = start
+    else:
+        start = slice_bound(lo, n, n - 1, "invalid start index: ")
+        if sge(start, n):
+            start = n - 1
+        end = slice_bound(hi, n, 0 - 1, "invalid end index: ")
+        if slt(end, 0 - 1):
+            end = 0 - 1
+        if slt(start, end):
+            start = end
+    count = 0
+    if slt(0, step):
+        count = (end - start + step - 1) // step
+    else:
+        count = (start - end + (0 - step) - 1) // (0 - step)
+    if tag == L.TAG_LIST:
+        return slice_items(load(x + L.LIST_ITEMS), start, step, count, 1)
+    if tag == L.TAG_TUPLE:
+        return slice_items(x + L.TUPLE_ITEMS, start, step, count, 0)
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        if step == 1:
+            return substring(x, start, count)
+        s = string_new(tag, count)
+        i = 0
+        while i < count:
+            storeb(s + L.STR_DATA + i, loadb(x + L.STR_DATA + start + i * step))
+            i += 1
+        return s
+    # a range: a range again
+    first = load(x + L.RANGE_START) + start * load(x + L.RANGE_STEP)
+    stride = load(x + L.RANGE_STEP) * step
+    return make_range(first, first + count * stride, stride, count)
+
+
+def length_for_slice(x: int, tag: int) -> int:
+    if tag == L.TAG_LIST:
+        return load(x + L.LIST_LEN)
+    if tag == L.TAG_TUPLE:
+        return load(x + L.TUPLE_LEN)
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return load(x + L.STR_LEN)
+    if tag == L.TAG_RANGE:
+        return load(x + L.RANGE_LEN)
+    error_with_type("invalid slice operand ", x, "", 0)
+    return 0
+
+
+def clamp(i: int, n: int) -> int:
+    if slt(i, 0):
+        return 0
+    if sge(i, n):
+        return n
+    return i
+
+
+def slice_items(items: int, start: int, step: int, count: int, as_list: int) -> int:
+    if as_list:
+        result = list_with(count)
+        target = load(result + L.LIST_ITEMS)
+    else:
+        result = tuple_with(count)
+        target = result + L.TUPLE_ITEMS
+    i = 0
+    while i < count:
+        store(target + 8 * i, load(items + 8 * (start + i * step)))
+        i += 1
+    return result
+
+
+# -- membership -----------------------------------------------------------------------
+
+
+def contains(container: int, item: int) -> int:
+    """1 if ``item in container``."""
+    tag = tag_of(container)
+    if tag == L.TAG_LIST:
+        return items_contain(load(container + L.LIST_ITEMS), load(container + L.LIST_LEN), item)
+    if tag == L.TAG_TUPLE:
+        return items_contain(container + L.TUPLE_ITEMS, load(container + L.TUPLE_LEN), item)
+    if tag == L.TAG_DICT:
+        return dict_get_entry(container, item) != 0
+    if tag == L.TAG_STRING:
+        if tag_of(item) != L.TAG_STRING:
+            error_with_type("'in <string>' requires string as left operand, not ", item, "", 0)
+        found = string_find_bytes(container, item, 0, load(container + L.STR_LEN))
+        return found != 0 - 1
+    if tag == L.TAG_BYTES:
+        return bytes_contains(container, item)
+    if tag == L.TAG_RANGE:
+        return range_contains(container, item)
+    error_binary("in", item, container)
+    return 0
+
+
+def items_contain(items: int, n: int, item: int) -> int:
+    i = 0
+    while i < n:
+        x = load(items + 8 * i)
+        if x == item:
+            return 1
+        if equal(x, item):
+            return 1
+        i += 1
+    return 0
+
+
+def bytes_contains(container: int, item: int) -> int:
+    tag = tag_of(item)
+    if tag == L.TAG_BYTES:
+        found = string_find_bytes(container, item, 0, load(container + L.STR_LEN))
+        return found != 0 - 1
+    if item & 1:
+        value = sar(item, 1)
+        if value >= 256:
+            error_with_value("int in bytes: ", item, " out of range")
+        n = load(container + L.STR_LEN)
+        i = 0
+        while i < n:
+            if loadb(container + L.STR_DATA + i) == value:
+                return 1
+            i += 1
+        return 0
+    error_with_type("'in <bytes>' requires bytes or int as left operand, not ", item, "", 0)
+    return 0
+
+
+def range_contains(r: int, item: int) -> int:
+    if (item & 1) == 0:
+        return 0
+    x = sar(item, 1)
+    n = load(r + L.RANGE_LEN)
+    if n == 0:
+        return 0
+    start = load(r + L.RANGE_START)
+    step = load(r + L.RANGE_STEP)
+    if slt(0, step):
+        if slt(x, start) or sge(x, start + n * step):
+            return 0
+        return (x - start) % step == 0
+    if slt(start, x) or sge(start + n * step, x):
+        return 0
+    return (start - x) % (0 - step) == 0
+
+
+# -- unpacking ------------------------------------------------------------------------
+
+
+def unpack(v: int, want: int) -> int:
+    """``a, b, ... = v``: the address of ``want`` (a small int) items in a row."""
+    tag = tag_of(v)
+    if tag == L.TAG_TUPLE:
+        check_unpack_count(load(v + L.TUPLE_LEN), want)
+        return v + L.TUPLE_ITEMS
+    if tag == L.TAG_LIST:
+        check_unpack_count(load(v + L.LIST_LEN), want)
+        return load(v + L.LIST_ITEMS)
+    if is_iterable(v) == 0:
+        error_with_type("got ", v, " in sequence assignment", 0)
+    items = iterable_to_list(v)
+    check_unpack_count(load(items + L.LIST_LEN), want)
+    return load(items + L.LIST_ITEMS)
+
+
+def check_unpack_count(got: int, want_word: int) -> None:
+    want = want_word >> 1
+    if got == want:
+        return
+    b = buf_new(64)
+    if got > want:
+        buf_str(b, "too many values to unpack (got ")
+    else:
+        buf_str(b, "too few values to unpack (got ")
+    buf_decimal(b, got)
+    buf_str(b, ", want ")
+    buf_decimal(b, want)
+    buf_str(b, ")")
+    error(buf_to_string(b, L.TAG_STRING), 0)
+
+
+# -- iteration ------------------------------------------------------------------------
+
+
+def is_iterable(v: int) -> int:
+    tag = tag_of(v)
+    return (
+        tag == L.TAG_LIST
+        or tag == L.TAG_TUPLE
+        or tag == L.TAG_DICT
+        or tag == L.TAG_RANGE
+        or tag == L.TAG_STRING_ELEMS
+    )
+
+
+def iter_start(x: int) -> int:
+    tag = tag_of(x)
+    if tag == L.TAG_LIST:
+        store(x + L.LIST_ITERS, load(x + L.LIST_ITERS) + 1)
+        return x
+    if tag == L.TAG_DICT:
+        if load(x + L.DICT_ITERS) == 0:
+            dict_compact(x)
+        store(x + L.DICT_ITERS, load(x + L.DICT_ITERS) + 1)
+        return x
+    if tag == L.TAG_TUPLE or tag == L.TAG_RANGE:
+        return x
+    if tag == L.TAG_STRING_ELEMS:
+        return elems_prepare(x)
+    error_with_type("", x, " value is not iterable", 0)
+    return 0
+
+
+def iter_item(seq: int, i: int) -> int:
+    """The ``i`` th item of an iterated sequence, or 0 after the last."""
+    tag = load(seq) & L.TAG_MASK
+    if tag == L.TAG_LIST:
+        if i < load(seq + L.LIST_LEN):
+            return load(load(seq + L.LIST_ITEMS) + 8 * i)
+        return 0
+    if tag == L.TAG_TUPLE:
+        if i < load(seq + L.TUPLE_LEN):
+            return load(seq + L.TUPLE_ITEMS + 8 * i)
+        return 0
+    if tag == L.TAG_DICT:
+        return dict_key_at(seq, i)
+    if tag == L.TAG_RANGE:
+        if i < load(seq + L.RANGE_LEN):
+            return small(load(seq + L.RANGE_START) + i * load(seq + L.RANGE_STEP))
+        return 0
+    return elems_item(seq, i)
+
+
+def iter_end(seq: int) -> None:
+    tag = load(seq) & L.TAG_MASK
+    if tag == L.TAG_LIST:
+        store(seq + L.LIST_ITERS, load(seq + L.LIST_ITERS) - 1)
+    elif tag == L.TAG_DICT:
+        store(seq + L.DICT_ITERS, load(seq + L.DICT_ITERS) - 1)
+
+
+def elems_prepare(x: int) -> int:
+    """Iterating a str's code points needs their positions: a tuple of the items."""
+    kind = load(x + L.ELEMS_KIND)
+    if kind == L.ELEMS_CODEPOINTS or kind == L.ELEMS_CODEPOINT_ORDS:
+        return codepoint_items(x)
+    return x
+
+
+def elems_item(seq: int, i: int) -> int:
+    s = load(seq + L.ELEMS_STRING)
+    if i >= load(s + L.STR_LEN):
+        return 0
+    c = loadb(s + L.STR_DATA + i)
+    if load(seq + L.ELEMS_KIND) == L.ELEMS_ELEMS:
+        return byte_string(c)
+    return small(c)
+
+
+def codepoint_items(x: int) -> int:
+    """The items of ``s.codepoints()`` or ``s.codepoint_ords()`` as a tuple."""
+    s = load(x + L.ELEMS_STRING)
+    ords = load(x + L.ELEMS_KIND) == L.ELEMS_CODEPOINT_ORDS
+    n = load(s + L.STR_LEN)
+    p = s + L.STR_DATA
+    result = list_with(0)
+    i = 0
+    while i < n:
+        decoded = utf8_decode(p + i, n - i)
+        width = decoded >> 32
+        code = decoded & 0xFFFFFFFF
+        if width == 0:
+            width = 1
+            code = 0xFFFD
+        if ords:
+            list_append_unchecked(result, small(code))
+        else:
+            list_append_unchecked(result, substring(s, i, width))
+        i += width
+    return tuple_from_items(load(result + L.LIST_ITEMS), load(result + L.LIST_LEN))
+
+
+def iterable_to_list(v: int) -> int:
+    """A new list of the items of any iterable (an error for a non-iterable)."""
+    seq = iter_start(v)
+    result = list_with(0)
+    i = 0
+    while True:
+        item = iter_item(seq, i)
+        if item == 0:
+            break
+        list_append_unchecked(result, item)
+        i += 1
+    iter_end(seq)
+    return result
+
+
+def list_extend_iterable(lst: int, v: int) -> None:
+    """Append every item of ``v`` to ``lst`` (``v`` may be ``lst`` itself)."""
+    if tag_of(v) == L.TAG_LIST:
+        n = load(v + L.LIST_LEN)
+        items = list_from_items(load(v + L.LIST_ITEMS), n)
+        v = items
+    seq = iter_start(v)
+    i = 0
+    while True:
+        item = iter_item(seq, i)
+        if item == 0:
+            break
+        list_append_unchecked(lst, item)
+        i += 1
+    iter_end(seq)

@@ -1,0 +1,170 @@
+"""Strings and bytes: making them, UTF-8, concatenation, repetition.
+
+A str is a sequence of bytes (UTF-8 by convention, not by force): ``len`` counts
+bytes and indexing yields one-byte strings, as the Go implementation does.  bytes
+share the layout with another tag.  The methods of both live in
+:mod:`kforge.starlark.runtime.string_methods`.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, loadb, slt, store, storeb
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
+
+
+def string_new(tag: int, length: int) -> int:
+    """A new str (or bytes) of ``length`` bytes, to be filled in."""
+    if length > (1 << 40):
+        error("string too large", 0)
+    s = alloc_object(tag, L.STR_DATA + length)
+    store(s + L.STR_LEN, length)
+    return s
+
+
+def string_from(tag: int, address: int, length: int) -> int:
+    s = string_new(tag, length)
+    copy_bytes(s + L.STR_DATA, address, length)
+    return s
+
+
+def substring(s: int, start: int, length: int) -> int:
+    """The ``length`` bytes of ``s`` from ``start`` as a new object of the same type."""
+    if start == 0 and length == load(s + L.STR_LEN):
+        return s
+    return string_from(load(s) & L.TAG_MASK, s + L.STR_DATA + start, length)
+
+
+def string_concat(a: int, b: int) -> int:
+    n = load(a + L.STR_LEN)
+    if n == 0:
+        return b
+    m = load(b + L.STR_LEN)
+    if m == 0:
+        return a
+    s = string_new(load(a) & L.TAG_MASK, n + m)
+    copy_bytes(s + L.STR_DATA, a + L.STR_DATA, n)
+    copy_bytes(s + L.STR_DATA + n, b + L.STR_DATA, m)
+    return s
+
+
+def string_repeat(s: int, count: int) -> int:
+    """``s * count`` (``count`` an int; negative counts as 0)."""
+    tag = load(s) & L.TAG_MASK
+    n = load(s + L.STR_LEN)
+    if (count & 1) == 0:
+        if (load(count + L.BIGINT_INFO) >> 32) != 0:
+            return string_new(tag, 0)
+        if n != 0:
+            error("excessive repeat count", 0)
+        return string_new(tag, 0)
+    times = count >> 1
+    if slt(count, 0):
+        times = 0
+    if times == 0 or n == 0:
+        return string_new(tag, 0)
+    if times > (1 << 40) // n:
+        error("excessive repeat count", 0)
+    result = string_new(tag, n * times)
+    p = result + L.STR_DATA
+    i = 0
+    while i < times:
+        copy_bytes(p + i * n, s + L.STR_DATA, n)
+        i += 1
+    return result
+
+
+def utf8_decode(p: int, available: int) -> int:
+    """The UTF-8 sequence at ``p``: ``width << 32 | code point``, width 0 when the bytes
+    are not a valid, shortest-form encoding of a code point (surrogates excluded)."""
+    c = loadb(p)
+    if c < 0x80:
+        return (1 << 32) | c
+    if c < 0xC2:
+        return 0
+    if c < 0xE0:
+        if available < 2:
+            return 0
+        c1 = loadb(p + 1)
+        if (c1 & 0xC0) != 0x80:
+            return 0
+        return (2 << 32) | ((c & 0x1F) << 6) | (c1 & 0x3F)
+    if c < 0xF0:
+        if available < 3:
+            return 0
+        c1 = loadb(p + 1)
+        c2 = loadb(p + 2)
+        if (c1 & 0xC0) != 0x80 or (c2 & 0xC0) != 0x80:
+            return 0
+        code = ((c & 0x0F) << 12) | ((c1 & 0x3F) << 6) | (c2 & 0x3F)
+        if code < 0x800:
+            return 0
+        if code >= 0xD800 and code < 0xE000:
+            return 0
+        return (3 << 32) | code
+    if c < 0xF5:
+        if available < 4:
+            return 0
+        c1 = loadb(p + 1)
+        c2 = loadb(p + 2)
+        c3 = loadb(p + 3)
+        if (c1 & 0xC0) != 0x80 or (c2 & 0xC0) != 0x80 or (c3 & 0xC0) != 0x80:
+            return 0
+        code = ((c & 0x07) << 18) | ((c1 & 0x3F) << 12) | ((c2 & 0x3F) << 6) | (c3 & 0x3F)
+        if code < 0x10000 or code > 0x10FFFF:
+            return 0
+        return (4 << 32) | code
+    return 0
+
+
+def utf8_encode(p: int, code: int) -> int:
+    """Write code point ``code`` at ``p`` in UTF-8; returns the number of bytes (an
+    invalid code point is written as U+FFFD)."""
+    if code < 0x80:
+        storeb(p, code)
+        return 1
+    if code < 0x800:
+        storeb(p, 0xC0 | (code >> 6))
+        storeb(p + 1, 0x80 | (code & 0x3F))
+        return 2
+    if code >= 0xD800 and code < 0xE000:
+        code = 0xFFFD
+    if code > 0x10FFFF:
+        code = 0xFFFD
+    if code < 0x10000:
+        storeb(p, 0xE0 | (code >> 12))
+        storeb(p + 1, 0x80 | ((code >> 6) & 0x3F))
+        storeb(p + 2, 0x80 | (code & 0x3F))
+        return 3
+    storeb(p, 0xF0 | (code >> 18))
+    storeb(p + 1, 0x80 | ((code >> 12) & 0x3F))
+    storeb(p + 2, 0x80 | ((code >> 6) & 0x3F))
+    storeb(p + 3, 0x80 | (code & 0x3F))
+    return 4
+
+
+def string_find_bytes(s: int, sub: int, start: int, end: int) -> int:
+    """The first index in ``[start, end)`` where ``sub`` occurs in ``s``, or -1 (words)."""
+    m = load(sub + L.STR_LEN)
+    if end < start or end - start < m:
+        return 0 - 1
+    p = s + L.STR_DATA
+    q = sub + L.STR_DATA
+    last = end - m
+    i = start
+    while i <= last:
+        j = 0
+        while j < m:
+            if loadb(p + i + j) != loadb(q + j):
+                break
+            j += 1
+        if j == m:
+            return i
+        i += 1
+    return 0 - 1

@@ -1,0 +1,472 @@
+"""Starlark source to a checked syntax tree.
+
+Python's own parser reads the source (Starlark's grammar is a subset of Python's,
+with a few differences this module settles), then :class:`_Checker` refuses
+everything Starlark refuses (``class``, ``import``, ``try``, ``with``, ``yield``,
+``global``, ``is``, chained comparisons, ``**`` exponentiation, f-strings, sets,
+decorators, ...) with ``FILE:LINE:COL: message``.  String literals are decoded
+again by Starlark's rules from their source text (``"\\x80"`` is refused in a
+``str``, accepted in ``bytes``; no implicit concatenation; only ``r``, ``b`` and
+``rb`` prefixes), and :class:`Positions` gives each operator, call and index the
+column the Go implementation reports.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+import warnings
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from kforge.starlark.errors import StarlarkCompileError
+
+_ESCAPES = {
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "n": 10,
+    "r": 13,
+    "t": 9,
+    "v": 11,
+    "\\": 92,
+    "'": 39,
+    '"': 34,
+}
+
+
+@dataclass
+class Source:
+    """A parsed Starlark file."""
+
+    filename: str
+    text: str
+    module: ast.Module
+    positions: Positions
+    #: Decoded string literals by node id: (bytes, is_bytes_literal).
+    strings: dict[int, tuple[bytes, bool]]
+
+
+class Positions:
+    """Token positions, to find the operator of a binary expression and the bracket of
+    a call, index or attribute (Python's tree gives only the start of each node)."""
+
+    def __init__(self, tokens: list[tokenize.TokenInfo]) -> None:
+        self._tokens = [t for t in tokens if t.type == tokenize.OP]
+        self._starts = [t.start for t in self._tokens]
+
+    def after(self, node: ast.AST, symbols: tuple[str, ...]) -> tuple[int, int]:
+        """1-based (line, col) of the first token in ``symbols`` after ``node`` ends,
+        skipping closing parentheses; the node's own start if none is found."""
+        end = (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+        index = bisect_left(self._starts, end)
+        while index < len(self._tokens):
+            token = self._tokens[index]
+            if token.string in symbols:
+                return token.start[0], token.start[1] + 1
+            if token.string != ")":
+                break
+            index += 1
+        return getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+
+
+def parse(text: str, filename: str) -> Source:
+    """Parse and check ``text``; raises :class:`StarlarkCompileError` at the first problem."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = ast.parse(text, filename=filename, feature_version=(3, 11))
+    except SyntaxError as error:
+        raise StarlarkCompileError(
+            filename, error.lineno or 1, error.offset or 1, _syntax_message(error)
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise StarlarkCompileError(filename, 1, 1, f"cannot parse: {error}") from None
+    tokens = _tokens(text, filename)
+    _check_numbers(tokens, filename)
+    strings = _decode_strings(module, tokens, filename)
+    _Checker(filename).visit(module)
+    return Source(filename, text, module, Positions(tokens), strings)
+
+
+def _syntax_message(error: SyntaxError) -> str:
+    message = error.msg
+    if message.startswith("invalid syntax. "):
+        message = message[len("invalid syntax. ") :]
+    return message
+
+
+def _tokens(text: str, filename: str) -> list[tokenize.TokenInfo]:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError) as error:
+        raise StarlarkCompileError(filename, 1, 1, f"cannot tokenize: {error}") from None
+
+
+def _check_numbers(tokens: list[tokenize.TokenInfo], filename: str) -> None:
+    for token in tokens:
+        if token.type != tokenize.NUMBER:
+            continue
+        text = token.string.lower()
+        where = (filename, token.start[0], token.start[1] + 1)
+        if "_" in text:
+            raise StarlarkCompileError(*where, f"invalid number literal {token.string}")
+        if text.endswith("j"):
+            raise StarlarkCompileError(*where, "complex numbers are not part of Starlark")
+        if not text.startswith(("0x", "0o", "0b")) and ("." in text or "e" in text):
+            raise StarlarkCompileError(
+                *where, f"floating-point numbers are not supported yet: {token.string}"
+            )
+
+
+def _decode_strings(
+    module: ast.Module, tokens: list[tokenize.TokenInfo], filename: str
+) -> dict[int, tuple[bytes, bool]]:
+    """Decode every string literal from its source text by Starlark's rules."""
+    by_start: dict[tuple[int, int], int] = {}
+    for index, token in enumerate(tokens):
+        if token.type == tokenize.STRING:
+            by_start[token.start] = index
+    decoded: dict[int, tuple[bytes, bool]] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.JoinedStr):
+            raise StarlarkCompileError(
+                filename, node.lineno, node.col_offset + 1, "f-strings are not part of Starlark"
+            )
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str | bytes):
+            continue
+        index = by_start.get((node.lineno, node.col_offset))
+        if index is None:
+            raise StarlarkCompileError(
+                filename, node.lineno, node.col_offset + 1, "cannot find this string literal"
+            )
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        if following is not None and following.type == tokenize.STRING:
+            raise StarlarkCompileError(
+                filename,
+                following.start[0],
+                following.start[1] + 1,
+                "got string literal, want newline (adjacent strings are not concatenated)",
+            )
+        token = tokens[index]
+        try:
+            decoded[id(node)] = unquote(token.string)
+        except ValueError as error:
+            raise StarlarkCompileError(
+                filename, token.start[0], token.start[1] + 1, str(error)
+            ) from None
+    return decoded
+
+
+def unquote(literal: str) -> tuple[bytes, bool]:
+    """The bytes of a Starlark string literal (with its prefix and quotes), and whether
+    it is a bytes literal.  Raises ``ValueError`` with the Go implementation's words."""
+    raw = is_bytes = False
+    body = literal
+    if body.startswith("r"):
+        raw, body = True, body[1:]
+    if body.startswith("b"):
+        is_bytes, body = True, body[1:]
+    if not body or body[0] not in "'\"":
+        raise ValueError(f"string prefix {literal[: len(literal) - len(body)]!r} is not part of Starlark")
+    quote = body[0]
+    if len(body) >= 6 and body.startswith(quote * 3):
+        body = body[3:-3]
+    else:
+        body = body[1:-1]
+    out = bytearray()
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c == "\r":
+            out += b"\n"
+            i += 2 if body[i + 1 : i + 2] == "\n" else 1
+            continue
+        if c != "\\" or raw:
+            start = i
+            while i < n and body[i] != "\r" and (raw or body[i] != "\\"):
+                i += 1
+            out += body[start:i].encode("utf-8", "surrogatepass")
+            continue
+        if i + 1 >= n:
+            raise ValueError("truncated escape sequence \\")
+        e = body[i + 1]
+        if e == "\n":
+            i += 2
+        elif e in _ESCAPES:
+            out.append(_ESCAPES[e])
+            i += 2
+        elif "0" <= e <= "7":
+            value = 0
+            j = i + 1
+            while j < n and j < i + 4 and "0" <= body[j] <= "7":
+                value = value * 8 + ord(body[j]) - 48
+                j += 1
+            if not is_bytes and value > 127:
+                raise ValueError(
+                    f"non-ASCII octal escape \\{value:o} (use \\u{value:04X} for the UTF-8 "
+                    f"encoding of U+{value:04X})"
+                )
+            if value >= 256:
+                raise ValueError(f"invalid escape sequence \\{value:03o}")
+            out.append(value)
+            i = j
+        elif e == "x":
+            digits = body[i + 2 : i + 4]
+            if len(digits) < 2:
+                raise ValueError(f"truncated escape sequence {body[i:]}")
+            try:
+                value = int(digits, 16)
+            except ValueError:
+                raise ValueError(f"invalid escape sequence {body[i : i + 4]}") from None
+            if not is_bytes and value > 127:
+                raise ValueError(
+                    f"non-ASCII hex escape {body[i : i + 4]} (use \\u{value:04X} for the UTF-8 "
+                    f"encoding of U+{value:04X})"
+                )
+            out.append(value)
+            i += 4
+        elif e in "uU":
+            size = 6 if e == "u" else 10
+            digits = body[i + 2 : i + size]
+            if len(digits) < size - 2:
+                raise ValueError(f"truncated escape sequence {body[i:]}")
+            try:
+                value = int(digits, 16)
+            except ValueError:
+                raise ValueError(f"invalid escape sequence {body[i : i + size]}") from None
+            if value > 0x10FFFF:
+                raise ValueError(f"code point out of range: {body[i : i + size]} (max \\U0010ffff)")
+            if 0xD800 <= value < 0xE000:
+                raise ValueError(f"invalid Unicode code point U+{value:04X}")
+            out += chr(value).encode()
+            i += size
+        else:
+            raise ValueError(f"invalid escape sequence \\{e}")
+    return bytes(out), is_bytes
+
+
+_REFUSED_STATEMENTS = {
+    ast.ClassDef: "class definitions are not part of Starlark",
+    ast.AsyncFunctionDef: "async functions are not part of Starlark",
+    ast.Delete: "del is not part of Starlark",
+    ast.AnnAssign: "type annotations are not part of Starlark",
+    ast.AsyncFor: "async is not part of Starlark",
+    ast.With: "with statements are not part of Starlark",
+    ast.AsyncWith: "with statements are not part of Starlark",
+    ast.Match: "match statements are not part of Starlark",
+    ast.Raise: "raise is not part of Starlark (use fail)",
+    ast.Try: "try statements are not part of Starlark",
+    ast.TryStar: "try statements are not part of Starlark",
+    ast.Assert: "assert statements are not part of Starlark",
+    ast.Import: "import is not part of Starlark (use load)",
+    ast.ImportFrom: "import is not part of Starlark (use load)",
+    ast.Global: "global declarations are not part of Starlark",
+    ast.Nonlocal: "nonlocal declarations are not part of Starlark",
+}
+_REFUSED_EXPRESSIONS = {
+    ast.NamedExpr: "assignment expressions (:=) are not part of Starlark",
+    ast.Set: "set literals are not part of Starlark",
+    ast.SetComp: "set comprehensions are not part of Starlark",
+    ast.GeneratorExp: "generator expressions are not part of Starlark",
+    ast.Await: "await is not part of Starlark",
+    ast.Yield: "yield is not part of Starlark",
+    ast.YieldFrom: "yield is not part of Starlark",
+    ast.JoinedStr: "f-strings are not part of Starlark",
+    ast.FormattedValue: "f-strings are not part of Starlark",
+}
+
+
+class _Checker(ast.NodeVisitor):
+    """Refuses what Starlark's grammar does not have."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.depth = 0  # function nesting
+
+    def fail(self, node: ast.AST, message: str, col: int | None = None) -> StarlarkCompileError:
+        line = getattr(node, "lineno", 1)
+        column = col if col is not None else getattr(node, "col_offset", 0) + 1
+        return StarlarkCompileError(self.filename, line, column, message)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        refused = _REFUSED_STATEMENTS.get(type(node)) or _REFUSED_EXPRESSIONS.get(type(node))  # type: ignore[call-overload]
+        if refused:
+            raise self.fail(node, refused)
+        super().generic_visit(node)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for statement in node.body:
+            if _is_load(statement):
+                self.check_load(statement)
+            else:
+                self.visit(statement)
+
+    def check_load(self, statement: ast.stmt) -> None:
+        assert isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+        call = statement.value
+        if not call.args or any(
+            not (isinstance(a, ast.Constant) and isinstance(a.value, str)) for a in call.args
+        ):
+            raise self.fail(call, "load operand must be a string literal")
+        if len(call.args) < 2 and not call.keywords:
+            raise self.fail(call, "load statement must import at least 1 symbol")
+        for keyword in call.keywords:
+            if keyword.arg is None or not (
+                isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str)
+            ):
+                raise self.fail(keyword, "load operand must be a string literal")
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.decorator_list:
+            raise self.fail(node.decorator_list[0], "decorators are not part of Starlark")
+        if node.returns is not None:
+            raise self.fail(node.returns, "type annotations are not part of Starlark")
+        self.check_arguments(node.args)
+        self.depth += 1
+        for statement in node.body:
+            if _is_load(statement):
+                raise self.fail(statement, "load statement within a function")
+            self.visit(statement)
+        self.depth -= 1
+        for default in (*node.args.defaults, *(d for d in node.args.kw_defaults if d)):
+            self.visit(default)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.check_arguments(node.args)
+        self.visit(node.body)
+        for default in (*node.args.defaults, *(d for d in node.args.kw_defaults if d)):
+            self.visit(default)
+
+    def check_arguments(self, args: ast.arguments) -> None:
+        if args.posonlyargs:
+            raise self.fail(args.posonlyargs[0], "positional-only parameters are not part of Starlark")
+        for arg in (*args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is not None and arg.annotation is not None:
+                raise self.fail(arg.annotation, "type annotations are not part of Starlark")
+        if args.kwonlyargs and args.vararg is None and not args.args and False:
+            pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) > 1:
+            raise self.fail(node.targets[1], "got '=', want newline (chained assignment)")
+        self.check_target(node.targets[0])
+        self.visit(node.value)
+        self.visit(node.targets[0])
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.op, ast.Pow | ast.MatMult):
+            raise self.fail(node, "this operator is not part of Starlark")
+        if not isinstance(node.target, ast.Name | ast.Subscript | ast.Attribute):
+            raise self.fail(node.target, "invalid target for augmented assignment")
+        self.generic_visit(node)
+
+    def check_target(self, target: ast.expr) -> None:
+        if isinstance(target, ast.Tuple | ast.List):
+            if not target.elts:
+                raise self.fail(target, "can't assign to empty tuple or list")
+            for element in target.elts:
+                self.check_target(element)
+        elif isinstance(target, ast.Starred):
+            raise self.fail(target, "starred assignment is not part of Starlark")
+        elif not isinstance(target, ast.Name | ast.Subscript | ast.Attribute):
+            raise self.fail(target, "can't assign to this expression")
+        if isinstance(target, ast.Name) and target.id == "load":
+            raise self.fail(target, "got '=', want '(' (load is a keyword)")
+
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.fail(node.orelse[0], "for ... else is not part of Starlark")
+        self.check_target(node.target)
+        self.generic_visit(node)
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.fail(node.orelse[0], "while ... else is not part of Starlark")
+        self.generic_visit(node)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if _is_load(node):
+            raise self.fail(node, "load statement not at top level")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "load":
+            raise self.fail(node, "load is a keyword and cannot be used as a name")
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.Pow):
+            raise self.fail(node, "the ** operator is not part of Starlark")
+        if isinstance(node.op, ast.MatMult):
+            raise self.fail(node, "the @ operator is not part of Starlark")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for op in node.ops:
+            if isinstance(op, ast.Is | ast.IsNot):
+                raise self.fail(node, "the is operator is not part of Starlark (use ==)")
+        if len(node.ops) > 1:
+            raise self.fail(
+                node,
+                f"{_COMPARISON[type(node.ops[1])]} does not associate with "
+                f"{_COMPARISON[type(node.ops[0])]} (use parens)",
+            )
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, complex):
+            raise self.fail(node, "complex numbers are not part of Starlark")
+        if node.value is Ellipsis:
+            raise self.fail(node, "... is not part of Starlark")
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key in node.keys:
+            if key is None:
+                raise self.fail(node, "** in a dict literal is not part of Starlark")
+        self.generic_visit(node)
+
+    def visit_Starred(self, node: ast.Starred) -> None:
+        raise self.fail(node, "* is allowed only in calls and parameter lists")
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.visit(node.func)
+        for argument in node.args:
+            self.visit(argument.value if isinstance(argument, ast.Starred) else argument)
+        for keyword in node.keywords:
+            self.visit(keyword.value)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        if node.is_async:
+            raise self.fail(node.target, "async is not part of Starlark")
+        self.check_target(node.target)
+        self.generic_visit(node)
+
+
+_COMPARISON = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+}
+
+
+def _is_load(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and isinstance(statement.value.func, ast.Name)
+        and statement.value.func.id == "load"
+    )
