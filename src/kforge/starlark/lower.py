@@ -1335,10 +1335,9 @@ class FunctionCompiler:
         return self.rt(builtin.impl, *args)
 
     def method_call(self, receiver: int, name: str, node: ast.Call, where: Loc) -> int:
+        """``receiver.name(...)``: dispatched on the receiver's type here, so a method's
+        runtime function always gets a receiver of its own type."""
         candidates = METHODS[name]
-        if len(candidates) == 1:
-            (builtin,) = candidates.values()
-            return self.builtin_call(builtin, node, where, receiver)
         result = self.b.reg()
         done = self.b.new_block()
         tag = self.rt("tag_of", receiver)
