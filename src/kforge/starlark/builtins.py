@@ -6,9 +6,10 @@ messages, so a call the compiler can bind is bound when compiled, and one it can
 fails when run, with the same message), and which runtime function implements it.
 
 A runtime function receives the bound parameters in order (``0``, no value, for an
-optional parameter that was not given), then the surplus positional arguments as
-a tuple if the builtin takes ``*args``, then the keyword arguments as a dict if it
-takes ``**kwargs``; a method receives its receiver first.
+optional parameter that was not given), then its keyword-only parameters, then the
+surplus positional arguments as a tuple if the builtin takes ``*args``, then the
+keyword arguments as a dict if it takes ``**kwargs``; a method receives its receiver
+first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Builtin:
     required: int = 0
     varargs: bool = False
     kwargs: bool = False
+    #: Keyword-only parameters (after ``*args``): passed after ``params``.
+    kwonly: tuple[str, ...] = ()
     #: Parameters that may also be given by keyword (Go's UnpackArgs); the others are
     #: positional only (UnpackPositionalArgs), the rule of most builtins.
     keywords: frozenset[str] = frozenset()
@@ -56,21 +59,21 @@ FUNCTIONS: Final[dict[str, Builtin]] = {
         _f("all", "x", 1),
         _f("bool", "x", 0),
         _f("bytes", "x", 1, exactly=True),
-        _f("chr", "i", 1, exactly=True),
+        _f("chr", "i", 1),
         _f("dict", "pairs", 0, kwargs=True),
         _f("dir", "x", 1),
         _f("enumerate", "x start", 1),
-        _f("fail", "", 0, varargs=True, keywords=frozenset({"sep"})),
+        _f("fail", "", 0, varargs=True, kwonly=("sep",)),
         _f("getattr", "x name default", 2),
         _f("hasattr", "x name", 2),
         _f("hash", "x", 1),
         _f("int", "x base", 0, keywords=frozenset({"x", "base"})),
         _f("len", "x", 1),
         _f("list", "x", 0),
-        _f("max", "", 0, varargs=True, keywords=frozenset({"key"})),
-        _f("min", "", 0, varargs=True, keywords=frozenset({"key"})),
-        _f("ord", "s", 1, exactly=True),
-        _f("print", "", 0, varargs=True, keywords=frozenset({"sep"})),
+        _f("max", "", 0, varargs=True, kwonly=("key",)),
+        _f("min", "", 0, varargs=True, kwonly=("key",)),
+        _f("ord", "s", 1),
+        _f("print", "", 0, varargs=True, kwonly=("sep",)),
         _f("range", "start stop step", 1),
         _f("repr", "x", 1),
         _f("reversed", "x", 1),

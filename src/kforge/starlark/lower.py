@@ -1188,7 +1188,7 @@ class FunctionCompiler:
 
     def bind_static(
         self,
-        builtin_name: str,
+        name: str,
         params: tuple[str, ...],
         required: int,
         keywords_allowed: frozenset[str] | None,
@@ -1199,71 +1199,64 @@ class FunctionCompiler:
         user: bool,
         ndefaults: int,
         nkwonly: int,
+        exactly: bool = False,
     ) -> tuple[list[int], list[int], list[tuple[str, int]]] | None:
-        """Evaluate and bind a call's arguments to ``params``; ``None`` after emitting
-        the run-time error when they cannot bind (the Go implementation's words)."""
-        ordered = self.ordered_arguments(node)
+        """Evaluate a call's arguments (in source order) and bind them to ``params``
+        (positional parameters, then ``nkwonly`` keyword-only ones): returns the slots
+        (-1 where nothing was given), the surplus positional values and the surplus
+        keyword values; or ``None`` after emitting the run-time error the Go
+        implementation reports for a call that cannot bind.  ``keywords_allowed`` is the
+        set of parameters a builtin accepts by keyword (``None``: all, as for a
+        Starlark function)."""
         positional: list[int] = []
         named: list[tuple[str, int]] = []
-        for name, expression in ordered:
+        for keyword, expression in self.ordered_arguments(node):
             value = self.expr(expression)
-            if name is None:
+            if keyword is None:
                 positional.append(value)
             else:
-                named.append((name, value))
+                named.append((keyword, value))
         self.b.loc = where
         slots: list[int] = [-1] * len(params)
-        nonkwonly = len(params) - nkwonly
+        limit = len(params) - nkwonly
         extra: list[int] = []
-        limit = nonkwonly
         if len(positional) > limit:
             if not varargs:
-                if user:
-                    qualifier = "at most " if ndefaults > nkwonly else ""
-                    plural = "" if nonkwonly == 1 else "s"
-                    if not params and not kwargs:
-                        message = f"function {builtin_name} accepts no arguments ({len(positional) + len(named)} given)"
-                    else:
-                        message = (
-                            f"function {builtin_name} accepts {qualifier}{nonkwonly} positional "
-                            f"argument{plural} ({len(positional)} given)"
-                        )
-                else:
-                    word = "exactly " if required == len(params) and required else (
-                        "at most " if required < len(params) else ""
-                    )
-                    message = f"{builtin_name}: got {len(positional)} arguments, want {word}{len(params)}"
-                self.fail_call(message, builtin_name, user)
+                message = self.too_many(name, positional, named, limit, required, user, ndefaults, nkwonly, kwargs)
+                if exactly:
+                    message = f"{name}: got {len(positional)} arguments, want exactly {limit}"
+                self.fail_call(message, name, user)
                 return None
             extra = positional[limit:]
             positional = positional[:limit]
         for index, value in enumerate(positional):
             slots[index] = value
         surplus: list[tuple[str, int]] = []
-        for name, value in named:
-            if name == "**":
-                return None
-            if name in params and (keywords_allowed is None or name in keywords_allowed):
-                index = params.index(name)
+        for keyword, value in named:
+            accepted = keyword in params and (
+                keywords_allowed is None or keyword in keywords_allowed or params.index(keyword) >= limit
+            )
+            if accepted:
+                index = params.index(keyword)
                 if slots[index] >= 0:
                     message = (
-                        f"function {builtin_name} got multiple values for parameter {name}"
+                        f"function {name} got multiple values for parameter {keyword}"
                         if user
-                        else f"{builtin_name}: got multiple values for keyword argument {name}"
+                        else f"{name}: got multiple values for keyword argument {keyword}"
                     )
-                    self.fail_call(message, builtin_name, user)
+                    self.fail_call(message, name, user)
                     return None
                 slots[index] = value
             elif kwargs:
-                surplus.append((name, value))
+                surplus.append((keyword, value))
             else:
                 if user:
-                    message = f"function {builtin_name} got an unexpected keyword argument {name}"
-                elif keywords_allowed:
-                    message = f"{builtin_name}: unexpected keyword argument {name}"
+                    message = f"function {name} got an unexpected keyword argument {keyword}"
+                elif keywords_allowed or nkwonly:
+                    message = f"{name}: unexpected keyword argument {keyword}"
                 else:
-                    message = f"{builtin_name}: unexpected keyword arguments"
-                self.fail_call(message, builtin_name, user)
+                    message = f"{name}: unexpected keyword arguments"
+                self.fail_call(message, name, user)
                 return None
         if user:
             first_default = len(params) - ndefaults
@@ -1271,24 +1264,43 @@ class FunctionCompiler:
             if missing:
                 plural = "s" if len(missing) > 1 else ""
                 self.fail_call(
-                    f"function {builtin_name} missing {len(missing)} argument{plural} ({', '.join(missing)})",
-                    builtin_name,
+                    f"function {name} missing {len(missing)} argument{plural} ({', '.join(missing)})",
+                    name,
                     user,
                 )
                 return None
         else:
             for index in range(required):
                 if slots[index] < 0:
-                    if len(positional) < required and not named:
-                        word = "exactly " if required == len(params) and False else (
-                            "at least " if required < len(params) else ""
-                        )
-                        message = f"{builtin_name}: got {len(positional)} arguments, want {word}{required}"
+                    if named:
+                        message = f"{name}: missing argument for {params[index]}"
                     else:
-                        message = f"{builtin_name}: missing argument for {params[index]}"
-                    self.fail_call(message, builtin_name, user)
+                        qualifier = "at least " if required < limit else ("exactly " if exactly else "")
+                        message = f"{name}: got {len(positional)} arguments, want {qualifier}{required}"
+                    self.fail_call(message, name, user)
                     return None
         return slots, extra, surplus
+
+    @staticmethod
+    def too_many(
+        name: str,
+        positional: list[int],
+        named: list[tuple[str, int]],
+        limit: int,
+        required: int,
+        user: bool,
+        ndefaults: int,
+        nkwonly: int,
+        kwargs: bool,
+    ) -> str:
+        if user:
+            if limit == 0 and not nkwonly and not kwargs:
+                return f"function {name} accepts no arguments ({len(positional) + len(named)} given)"
+            qualifier = "at most " if ndefaults > nkwonly else ""
+            plural = "" if limit == 1 else "s"
+            return f"function {name} accepts {qualifier}{limit} positional argument{plural} ({len(positional)} given)"
+        qualifier = "at most " if required < limit else ""
+        return f"{name}: got {len(positional)} arguments, want {qualifier}{limit}"
 
     def fail_call(self, message: str, name: str, user: bool) -> None:
         self.error(message, "" if user else name)
@@ -1302,7 +1314,7 @@ class FunctionCompiler:
             return self.rt("call_value", callee, positional, keywords)
         bound = self.bind_static(
             builtin.name,
-            builtin.params,
+            builtin.params + builtin.kwonly,
             builtin.required,
             builtin.keywords,
             builtin.varargs,
@@ -1311,7 +1323,8 @@ class FunctionCompiler:
             where,
             user=False,
             ndefaults=0,
-            nkwonly=0,
+            nkwonly=len(builtin.kwonly),
+            exactly=builtin.exactly,
         )
         if bound is None:
             return self.none()
