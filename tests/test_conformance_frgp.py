@@ -77,6 +77,7 @@ def result(
     fault: str | None = None,
     detail: int | None = None,
     output: str = "",
+    stderr: str = "",
     budget: int = 1_000_000,
 ) -> dict[str, Any]:
     return {
@@ -87,6 +88,7 @@ def result(
         "fault_detail": detail,
         "pc": pc,
         "output_hex": output,
+        "stderr_hex": stderr,
         "registers": registers,
         "flags": {**NO_FLAGS, "halt": state == "HALTED"},
     }
