@@ -58,18 +58,75 @@ needs_compiler = pytest.mark.skipif(
 )
 
 # Everything the issue lists, each of which some corpus program must call by name.
-BUILTINS = (
-    "abs any all bool bytes chr dict dir enumerate fail getattr hasattr hash int len list "
-    "max min ord print range repr reversed sorted str tuple type zip"
-).split()
-STRING_METHODS = (
-    "capitalize codepoint_ords codepoints count elem_ords elems endswith find format index "
-    "isalnum isalpha isdigit islower isspace istitle isupper join lower lstrip partition "
-    "removeprefix removesuffix replace rfind rindex rpartition rsplit rstrip split "
-    "splitlines startswith strip title upper"
-).split()
-LIST_METHODS = "append clear extend index insert pop remove".split()
-DICT_METHODS = "clear get items keys pop popitem setdefault update values".split()
+BUILTINS = [
+    "abs",
+    "any",
+    "all",
+    "bool",
+    "bytes",
+    "chr",
+    "dict",
+    "dir",
+    "enumerate",
+    "fail",
+    "getattr",
+    "hasattr",
+    "hash",
+    "int",
+    "len",
+    "list",
+    "max",
+    "min",
+    "ord",
+    "print",
+    "range",
+    "repr",
+    "reversed",
+    "sorted",
+    "str",
+    "tuple",
+    "type",
+    "zip",
+]
+STRING_METHODS = [
+    "capitalize",
+    "codepoint_ords",
+    "codepoints",
+    "count",
+    "elem_ords",
+    "elems",
+    "endswith",
+    "find",
+    "format",
+    "index",
+    "isalnum",
+    "isalpha",
+    "isdigit",
+    "islower",
+    "isspace",
+    "istitle",
+    "isupper",
+    "join",
+    "lower",
+    "lstrip",
+    "partition",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "rfind",
+    "rindex",
+    "rpartition",
+    "rsplit",
+    "rstrip",
+    "split",
+    "splitlines",
+    "startswith",
+    "strip",
+    "title",
+    "upper",
+]
+LIST_METHODS = ["append", "clear", "extend", "index", "insert", "pop", "remove"]
+DICT_METHODS = ["clear", "get", "items", "keys", "pop", "popitem", "setdefault", "update", "values"]
 BYTES_METHODS = ["elems"]
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from starlark.corpus import CorpusProgram, corpus_programs  # noqa: E402
-from starlark.harness import run_oracle  # noqa: E402
+from starlark.corpus import CorpusProgram, corpus_programs
+from starlark.harness import run_oracle
 
 ORACLE_TIMEOUT_SECONDS = 60
 
