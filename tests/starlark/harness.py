@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -147,6 +148,41 @@ def run_oracle(
     return Outcome(SUCCESS, _joined(printed))
 
 
+def run_oracle_isolated(sources: list[str], filename: str) -> list[Outcome | None]:
+    """Run each source under the oracle in a child process; None where the oracle crashed.
+
+    The Go bindings can bring the whole process down (printing a string that is not
+    valid UTF-8, for one); a child process keeps that from taking the tests with it.
+    A batch that crashes is retried program by program to find the culprit.
+    """
+    import subprocess
+    import sys
+
+    def batch(part: list[str]) -> list[dict[str, Any]] | None:
+        request = json.dumps({"filename": filename, "sources": part})
+        child = subprocess.run(
+            [sys.executable, "-m", "starlark.harness"],
+            input=request,
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+            check=False,
+        )
+        if child.returncode != 0:
+            return None
+        answer: list[dict[str, Any]] = json.loads(child.stdout)
+        return answer
+
+    whole = batch(sources)
+    if whole is not None:
+        return [Outcome.from_json(item) for item in whole]
+    results: list[Outcome | None] = []
+    for source in sources:
+        single = batch([source])
+        results.append(None if single is None else Outcome.from_json(single[0]))
+    return results
+
+
 def _exec_with_loads(
     interpreter: Any, source: str, filename: str, modules: Mapping[str, str], done: set[str]
 ) -> None:
@@ -247,6 +283,13 @@ def _runtime_error(stdout: str, stderr: str, testing: bool) -> Outcome:
 
 
 def go_testdata_dir() -> Path:
-    import os
-
+    """Where the Go implementation's test files are read from (they are not in the repository)."""
     return Path(os.environ.get(GO_TESTDATA_ENV, GO_TESTDATA_DEFAULT))
+
+
+if __name__ == "__main__":  # the child process of run_oracle_isolated
+    import sys
+
+    request = json.loads(sys.stdin.read())
+    answers = [run_oracle(source, request["filename"]).to_json() for source in request["sources"]]
+    sys.stdout.write(json.dumps(answers))
