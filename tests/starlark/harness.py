@@ -65,7 +65,7 @@ class Outcome:
 # ------------------------------------------------------------------------ the oracle
 
 
-def _oracle() -> Any:
+def oracle_module() -> Any:
     starlark_go = importlib.import_module("starlark_go")
     starlark_go.configure_starlark(allow_recursion=True, allow_global_reassign=True)
     return starlark_go
@@ -127,7 +127,7 @@ def run_oracle(
     predeclared: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Run ``source`` under starlark-go; ``modules`` maps load() names to their source."""
-    starlark_go = _oracle()
+    starlark_go = oracle_module()
     printed: list[str] = []
     interpreter = starlark_go.Starlark(print=printed.append)
     if predeclared:
