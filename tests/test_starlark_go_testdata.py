@@ -127,11 +127,20 @@ def test_the_harness_and_assert_module_pass_under_the_oracle() -> None:
     table = subprocess.run(
         [sys.executable, str(TABLE), "--oracle"], capture_output=True, text=True, check=True
     ).stdout
-    total = re.search(r"^\| \*\*all\*\* \| (\d+) \| (\d+) \| \d+ \| (\d+) \| (\d+) \|", table, re.M)
-    assert total is not None, table
-    chunks_passed, chunks, assertions_passed, assertions = map(int, total.groups())
-    assert chunks_passed >= 0.8 * chunks
-    assert assertions_passed >= 0.9 * assertions
+    rows = {
+        name: tuple(map(int, numbers))
+        for name, *numbers in re.findall(
+            r"^\| (\S+) \| (\d+) \| (\d+) \| \d+ \| (\d+) \| (\d+) \|", table, re.M
+        )
+    }
+    chunks_passed, chunks, assertions_passed, assertions = rows["**all**"]
+    assert chunks >= 60 and assertions >= 1000, table
+    assert chunks_passed >= 0.8 * chunks, table
+    # Files whose every chunk the oracle can run as kforge will (no freezing, no load
+    # errors, no wording that changed since the oracle's version) pass whole.
+    for name in ("bool.star", "builtins.star", "bytes.star", "int.star", "tuple.star"):
+        passed, total, assertions_passed, assertions = rows[name]
+        assert (passed, assertions_passed) == (total, assertions) and assertions > 0, name
 
 
 def _ids(chunks: list[Chunk]) -> list[str]:
@@ -157,3 +166,12 @@ def test_go_test_chunk_runs_the_same_on_the_reference_tier(chunk: Chunk) -> None
         for tier in ("fast", "reference")
     ]
     assert outcomes[0] == outcomes[1]
+
+
+def test_statements_out_of_scope_are_blanked_in_place() -> None:
+    removed = [(chunk, r) for chunk in IN_SCOPE for r in chunk.removed_statements()]
+    assert removed, "the Go files use floats and sets here and there"
+    for chunk, (first, last, reason) in removed:
+        scoped = chunk.scoped_source.split("\n")
+        assert len(scoped) == len(chunk.source.split("\n"))
+        assert all(line == "" for line in scoped[first - 1 : last]), reason

@@ -7,9 +7,11 @@ whose message matches the (Go, RE2) pattern; any other error fails the chunk.  C
 load ``assert.star`` (ours, beside this file, with ``regexp.star``) and report a
 failed assertion through ``error()``, on stderr.
 
-Out of scope: whole files about floats, sets, json, time, proto and math, and chunks
-that use them (or the Go harness's own ``struct``/``hasfields``/``fibonacci``, or the
-Go-only ``option:loadbindsglobally``), each listed with its reason.  ``option:while``,
+Out of scope: whole files about floats, sets, json, time, proto and math; chunks that
+load those modules or use the Go-only ``option:loadbindsglobally``; and, inside the
+other chunks, each top-level statement that uses floats, sets or the Go harness's own
+``struct``/``hasfields``/``fibonacci`` (blanked out, line numbers kept, together with
+every later statement that uses a name it bound).  Each is listed with its reason.  ``option:while``,
 ``recursion`` and ``globalreassign`` are always on in kforge's dialect.
 
 Assertions are counted by call site: a chunk's ``assert.*`` calls, less one for each
@@ -18,7 +20,9 @@ Assertions are counted by call site: a chunk's ``assert.*`` calls, less one for 
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,8 +70,15 @@ OUT_OF_SCOPE_FILES = {
 _STRINGS_AND_COMMENTS = re.compile(
     r'"""(?:[^\\]|\\.)*?"""|\'\'\'(?:[^\\]|\\.)*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*'
 )
+#: Reasons a whole chunk is out of scope (the file-level ones aside).
 _CHUNK_RULES: list[tuple[str, re.Pattern[str]]] = [
-    ("uses sets", re.compile(r"\bset\(|option:set")),
+    ("uses the Go-only option:loadbindsglobally", re.compile(r"option:loadbindsglobally")),
+    ("loads json, time, proto or math", re.compile(r"load\(\s*[\"'](json|time|proto|math)\.star")),
+]
+#: Reasons one top-level statement is out of scope; it is blanked out, with every later
+#: statement that uses a name it binds.
+_STATEMENT_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("uses sets", re.compile(r"\bset\b")),
     (
         "uses floats",
         re.compile(r"\bfloat\b|(?<![\w.])\d+\.\d*|(?<![\w.])\.\d+|\b\d+[eE][+-]?\d+|[^/]/[^/]"),
@@ -76,8 +87,6 @@ _CHUNK_RULES: list[tuple[str, re.Pattern[str]]] = [
         "uses the Go harness's struct, hasfields or fibonacci",
         re.compile(r"\b(struct|hasfields|fibonacci)\b"),
     ),
-    ("uses the Go-only option:loadbindsglobally", re.compile(r"option:loadbindsglobally")),
-    ("loads json, time, proto or math", re.compile(r"load\(\s*[\"'](json|time|proto|math)\.star")),
 ]
 _WANT_ERROR = re.compile(r"###\s*(.*)$")
 ASSERTIONS = ("eq", "ne", "true", "lt", "contains", "fails")
@@ -100,22 +109,104 @@ class Chunk:
 
     @property
     def assertions(self) -> int:
-        return len(_ASSERT_CALL.findall(_STRINGS_AND_COMMENTS.sub('""', self.source)))
+        return len(_ASSERT_CALL.findall(_code_only(self.scoped_source)))
 
     def out_of_scope(self) -> str | None:
+        """Why the whole chunk is out of scope, or None."""
         if self.file in OUT_OF_SCOPE_FILES:
             return OUT_OF_SCOPE_FILES[self.file]
-        code = _STRINGS_AND_COMMENTS.sub(
-            lambda m: '""' if m.group(0)[0] != "#" else "", self.source
-        )
         for reason, rule in _CHUNK_RULES:
-            if rule.search(code) or (
-                reason.startswith("uses the Go-only") and rule.search(self.source)
-            ):
-                return reason
-            if reason == "uses sets" and "option:set" in self.source:
+            if rule.search(self.source):
                 return reason
         return None
+
+    @property
+    def scoped_source(self) -> str:
+        """The source with its out-of-scope statements blanked (line numbers kept)."""
+        lines = self.source.split("\n")
+        for first, last, _reason in self.removed_statements():
+            lines[first - 1 : last] = [""] * (last - first + 1)
+        return "\n".join(lines)
+
+    @property
+    def scoped_want_errors(self) -> dict[int, str]:
+        removed = {
+            line
+            for first, last, _reason in self.removed_statements()
+            for line in range(first, last + 1)
+        }
+        return {line: p for line, p in self.want_errors.items() if line not in removed}
+
+    def removed_statements(self) -> list[tuple[int, int, str]]:
+        """(first line, last line, reason) of each top-level statement taken out."""
+        removed: list[tuple[int, int, str]] = []
+        unbound: set[str] = set()
+        lines = self.source.split("\n")
+        for first, last in top_level_statements(self.source):
+            text = "\n".join(lines[first - 1 : last])
+            code = _code_only(text)
+            bound = _bound_names(code)
+            reason = _statement_reason(text, code)
+            if reason is None:
+                used = sorted(n for n in unbound if re.search(rf"\b{n}\b", _uses(code)))
+                reason = f"uses {used[0]}, taken out above" if used else None
+            if reason is None:
+                unbound -= bound  # bound afresh: later uses are fine again
+            else:
+                removed.append((first, last, reason))
+                unbound |= bound
+        return removed
+
+
+def _statement_reason(text: str, code: str) -> str | None:
+    for reason, rule in _STATEMENT_RULES:
+        if rule.search(code):
+            return reason
+    if "called recursively" in text:
+        return "expects recursion to be refused (the dialect allows it)"
+    return None
+
+
+def _uses(code: str) -> str:
+    """A statement's code less the targets of a top-level assignment on its first line."""
+    return re.sub(r"^[\w, ()]+?\s*=(?!=)", "", code, count=1)
+
+
+def _code_only(text: str) -> str:
+    """Text with string literals emptied and comments dropped."""
+    return _STRINGS_AND_COMMENTS.sub(lambda m: "" if m.group(0)[0] == "#" else '""', text)
+
+
+def _bound_names(code: str) -> set[str]:
+    """Names a top-level statement binds (a definition, or its assignment's targets)."""
+    names = set(re.findall(r"^def (\w+)", code))
+    for targets in re.findall(r"^([\w, ()]+?)\s*=(?!=)", code):
+        names |= set(re.findall(r"\w+", targets))
+    return names
+
+
+def top_level_statements(source: str) -> list[tuple[int, int]]:
+    """(first line, last line) of each statement that starts in column 0."""
+    statements: list[list[int]] = []
+    depth = 0
+    at_line_start = True
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        kind = token.type
+        if kind == tokenize.INDENT:
+            depth += 1
+        elif kind == tokenize.DEDENT:
+            depth -= 1
+        elif kind == tokenize.NEWLINE:
+            if statements:
+                statements[-1][1] = token.start[0]
+            at_line_start = True
+        elif kind in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER):
+            continue
+        elif at_line_start:
+            at_line_start = False
+            if depth == 0:
+                statements.append([token.start[0], token.end[0]])
+    return [(first, last) for first, last in statements]
 
 
 def read_chunks(path: Path) -> list[Chunk]:
@@ -182,7 +273,7 @@ def judge(chunk: Chunk, outcome: Outcome) -> ChunkResult:
     """Whether a chunk's run is what its ``###`` lines and assertions ask, as Go judges it."""
     failures = [line for line in outcome.stderr.splitlines() if line.strip()]
     problems = list(failures)
-    want = dict(chunk.want_errors)
+    want = dict(chunk.scoped_want_errors)
     if outcome.kind == RUNTIME_ERROR:
         line = _innermost_line(chunk, outcome.traceback or "")
         pattern = want.pop(line, None) if line is not None else None
@@ -212,7 +303,7 @@ def run_chunk_kforge(chunk: Chunk, *, tick_budget: int, memory_quota: int, tier:
     from starlark.harness import compile_kforge, run_kforge
 
     compiled = compile_kforge(
-        chunk.source, f"{chunk.file}.star", loader=load_assert_module, testing=True
+        chunk.scoped_source, f"{chunk.file}.star", loader=load_assert_module, testing=True
     )
     if isinstance(compiled, Outcome):
         return compiled
@@ -259,7 +350,7 @@ def run_chunk_oracle(chunk: Chunk, max_replays: int = 500) -> Outcome:
     from starlark.harness import run_oracle
 
     modules = {"assert.star": oracle_assert_module()}
-    body = _ASSERT_CALL.sub(lambda m: f"assert_{m.group(1)}(", chunk.source)
+    body = _ASSERT_CALL.sub(lambda m: f"assert_{m.group(1)}(", chunk.scoped_source)
     known: dict[int, list[str | None]] = {}
     for _ in range(max_replays):
         state = _CatchState(known)

@@ -46,6 +46,10 @@ def file_results(path: Path, oracle: bool) -> tuple[list[ChunkResult], list[tupl
                 chunk, tick_budget=TICK_BUDGET, memory_quota=MEMORY_QUOTA, tier="fast"
             )
         results.append(judge(chunk, outcome))
+        skipped += [
+            (f"{path.name}:{first}", f"statement {reason}")
+            for first, _last, reason in chunk.removed_statements()
+        ]
     return results, skipped
 
 
@@ -77,7 +81,8 @@ def main() -> int:
         print("no Go test files found (set KFORGE_STARLARK_GO_TESTDATA)")
         return 1
     print(
-        "| file | chunks passed | chunks in scope | chunks out of scope | assertions passed | assertions in scope |"
+        "| file | chunks passed | chunks in scope | chunks or statements out of scope "
+        "| assertions passed | assertions in scope |"
     )
     print("|---|---|---|---|---|---|")
     all_skipped, failures = [], []
