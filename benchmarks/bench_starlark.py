@@ -1,0 +1,145 @@
+"""Starlark workloads timed side by side: starlark-go, CPython and kforge (fast tier).
+
+Each ``benchmarks/starlark/*.star`` file is valid Starlark and valid Python 3, so all
+three run the same source; their printed output must agree.  kforge's column is the
+run time on the fast tier after compiling (compile time is reported apart), and the
+compile time of a generated 1,000-line program is reported too.  The kforge column
+is skipped while ``kforge.starlark`` does not exist.
+
+Targets: kforge faster than starlark-go on every workload, within 2x of CPython on
+the integer workloads, and a 1,000-line program compiled in at most 200 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = sorted((HERE / "starlark").glob("*.star"))
+RESULTS = HERE / "results"
+REPEATS = 3
+TICK_BUDGET = 2**62
+MEMORY_QUOTA = 256 * 1024 * 1024
+
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def best_of(run: Callable[[], str]) -> tuple[float, str]:
+    """The fastest of REPEATS runs, and the output of the last."""
+    times, output = [], ""
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        output = run()
+        times.append(time.perf_counter() - started)
+    return min(times), output
+
+
+def run_starlark_go(source: str, name: str) -> str:
+    from starlark.harness import oracle_module
+
+    starlark_go = oracle_module()
+    printed: list[str] = []
+    starlark_go.Starlark(print=printed.append).exec(source, filename=name)
+    return "".join(line + "\n" for line in printed)
+
+
+def run_cpython(source: str, name: str) -> str:
+    printed: list[str] = []
+
+    def capture(*values: Any) -> None:
+        printed.append(" ".join(str(value) for value in values))
+
+    exec(compile(source, name, "exec"), {"print": capture, "__name__": "bench"})
+    return "".join(line + "\n" for line in printed)
+
+
+def kforge_compiler() -> Any:
+    try:
+        import kforge.starlark as compiler
+    except ImportError:
+        return None
+    return compiler
+
+
+def run_kforge(program: Any) -> str:
+    from kforge.machine import Machine, MachineState
+    from kforge.tiers import run_on_tier
+
+    machine = Machine.load(program, memory_quota=MEMORY_QUOTA, tick_budget=TICK_BUDGET)
+    run_on_tier(machine, "fast")
+    if machine.state is not MachineState.HALTED:
+        raise RuntimeError(f"kforge ended {machine.state.name}: {bytes(machine.stderr)!r}")
+    return bytes(machine.stdout).decode()
+
+
+def thousand_line_program() -> str:
+    from starlark.generate import generate_program
+
+    lines: list[str] = []
+    seed = 0
+    while len(lines) < 1000:
+        lines += generate_program(seed).splitlines()
+        seed += 1
+    return "\n".join(lines[:1000]) + "\n"
+
+
+def main() -> int:
+    compiler = kforge_compiler()
+    results: dict[str, Any] = {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "kforge": compiler is not None,
+        "workloads": {},
+    }
+    header = f"{'workload':<18} {'starlark-go':>12} {'CPython':>10} {'kforge':>10} {'compile':>9} {'go/kf':>7} {'kf/py':>7}"
+    print(header)
+    mismatches = []
+    for path in WORKLOADS:
+        source, name = path.read_text(encoding="utf-8"), path.name
+        go_time, go_out = best_of(partial(run_starlark_go, source, name))
+        py_time, py_out = best_of(partial(run_cpython, source, name))
+        row: dict[str, Any] = {"starlark_go_s": go_time, "cpython_s": py_time}
+        if go_out != py_out:
+            mismatches.append(f"{name}: starlark-go and CPython print different output")
+        text = f"{path.stem:<18} {go_time:>11.3f}s {py_time:>9.3f}s"
+        if compiler is not None:
+            started = time.perf_counter()
+            program = compiler.compile(source, name)
+            row["kforge_compile_s"] = time.perf_counter() - started
+            kf_time, kf_out = best_of(partial(run_kforge, program))
+            row["kforge_s"] = kf_time
+            row["starlark_go_over_kforge"] = go_time / kf_time
+            row["kforge_over_cpython"] = kf_time / py_time
+            if kf_out != go_out:
+                mismatches.append(f"{name}: kforge prints different output")
+            text += (
+                f" {kf_time:>9.3f}s {row['kforge_compile_s'] * 1000:>7.0f}ms"
+                f" {row['starlark_go_over_kforge']:>7.2f} {row['kforge_over_cpython']:>7.2f}"
+            )
+        else:
+            text += f" {'-':>10} {'-':>9} {'-':>7} {'-':>7}"
+        results["workloads"][path.stem] = row
+        print(text, flush=True)
+    if compiler is not None:
+        source = thousand_line_program()
+        compile_time, _ = best_of(lambda: str(compiler.compile(source, "thousand.star")))
+        results["compile_1000_lines_s"] = compile_time
+        print(f"compile time of a 1,000-line program: {compile_time * 1000:.0f} ms")
+    else:
+        print("kforge: skipped (kforge.starlark is not importable yet)")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "starlark.json").write_text(json.dumps(results, indent=2) + "\n")
+    for mismatch in mismatches:
+        print(f"MISMATCH {mismatch}")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
