@@ -190,7 +190,9 @@ def test_expectations_are_the_oracles_answers() -> None:
 
 def run_both_tiers(program: CorpusProgram) -> KforgeRun:
     """Compile once, run on each tier, insist the tiers agree, and return one run."""
-    compiled = compile_kforge(program.source, program.filename, loader=program.load_module)
+    compiled = compile_kforge(
+        program.source, program.filename, loader=program.load_module, memory_quota=MEMORY_QUOTA
+    )
     runs = [
         run_kforge(compiled, tier, tick_budget=TICK_BUDGET, memory_quota=MEMORY_QUOTA)
         for tier in TIERS

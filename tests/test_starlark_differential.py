@@ -46,7 +46,7 @@ needs_compiler = pytest.mark.skipif(
 
 def kforge_outcome(source: str) -> Outcome:
     """kforge's outcome for ``source``, after checking that both tiers agree exactly."""
-    compiled = compile_kforge(source, FILENAME)
+    compiled = compile_kforge(source, FILENAME, memory_quota=MEMORY_QUOTA)
     runs = [
         run_kforge(compiled, tier, tick_budget=TICK_BUDGET, memory_quota=MEMORY_QUOTA)
         for tier in TIERS

@@ -303,7 +303,11 @@ def run_chunk_kforge(chunk: Chunk, *, tick_budget: int, memory_quota: int, tier:
     from starlark.harness import compile_kforge, run_kforge
 
     compiled = compile_kforge(
-        chunk.scoped_source, f"{chunk.file}.star", loader=load_assert_module, testing=True
+        chunk.scoped_source,
+        f"{chunk.file}.star",
+        loader=load_assert_module,
+        testing=True,
+        memory_quota=memory_quota,
     )
     if isinstance(compiled, Outcome):
         return compiled

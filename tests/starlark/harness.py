@@ -232,11 +232,15 @@ def compile_kforge(
     *,
     loader: Callable[[str], str] | None = None,
     testing: bool = False,
+    memory_quota: int = 65536,
 ) -> Any:
-    """The compiled ForgeProgram, or the compile error's Outcome."""
+    """The compiled ForgeProgram (for a machine of ``memory_quota`` bytes), or the
+    compile error's Outcome."""
     starlark = kforge_starlark()
     try:
-        return starlark.compile(source, filename, loader=loader, testing=testing)
+        return starlark.compile(
+            source, filename, loader=loader, testing=testing, memory_quota=memory_quota
+        )
     except starlark.StarlarkCompileError as error:
         return Outcome(COMPILE_ERROR, "", error.message, None, error.line, error.col)
 

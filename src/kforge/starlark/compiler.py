@@ -8,7 +8,6 @@ its dialect once per process and shared by every program.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Final
 
 from kforge.program import ForgeProgram
 from kforge.starlark import builtins as starlark_builtins
+from kforge.starlark import tables
 from kforge.starlark.emit import Unit, emit_program
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.lower import ModuleCompiler, ModuleInfo, ProgramState
@@ -50,9 +50,8 @@ MAX_SOURCE_BYTES: Final = 4 << 20
 #: The most files one program may load (directly or not).
 MAX_MODULES: Final = 256
 
-#: Reads the source of a loaded module: given the name in ``load()`` and the name of
-#: the loading file, returns (file name to report, source text).
-Loader = Callable[[str, str], tuple[str, str]]
+#: Reads the source of a loaded module, given the name ``load()`` names it by.
+Loader = Callable[[str], str]
 
 _runtime: RuntimeLibrary | None = None
 _runtime_lock = threading.Lock()
@@ -67,21 +66,23 @@ def runtime_library() -> RuntimeLibrary:
         return _runtime
 
 
-def file_loader(name: str, loading_file: str) -> tuple[str, str]:
-    """Load ``name`` relative to the directory of the file that loads it."""
-    base = Path(loading_file).parent if loading_file else Path.cwd()
-    path = (base / name) if not os.path.isabs(name) else Path(name)
-    try:
-        size = path.stat().st_size
-        if size > MAX_SOURCE_BYTES:
-            raise StarlarkCompileError(loading_file, 1, 1, f"cannot load {name}: file larger than {MAX_SOURCE_BYTES} bytes")
-        data = path.read_bytes()
-    except OSError as error:
-        raise LoadFailure(f"cannot load {name}: {error.strerror or error}") from None
-    try:
-        return str(path), data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise LoadFailure(f"cannot load {name}: invalid UTF-8 at byte {error.start}") from None
+def directory_loader(directory: Path) -> Loader:
+    """A loader that reads ``load("name", ...)`` as a file relative to ``directory``."""
+
+    def load(name: str) -> str:
+        path = directory / name
+        try:
+            if path.stat().st_size > MAX_SOURCE_BYTES:
+                raise LoadFailure(f"cannot load {name}: larger than {MAX_SOURCE_BYTES} bytes")
+            data = path.read_bytes()
+        except OSError as error:
+            raise LoadFailure(f"cannot load {name}: {error.strerror or error}") from None
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise LoadFailure(f"cannot load {name}: invalid UTF-8 at byte {error.start}") from None
+
+    return load
 
 
 class LoadFailure(Exception):
@@ -129,10 +130,14 @@ class ProgramCompiler:
             if name in loaded:
                 continue
             try:
-                child_name, child_text = self.loader(name, filename)
+                child_text = self.loader(name)
             except LoadFailure as error:
                 raise StarlarkCompileError(filename, call.lineno, call.col_offset + 1, str(error)) from None
-            loaded[name] = self.compile_file(child_name, child_text)
+            except (OSError, KeyError, ValueError) as error:
+                raise StarlarkCompileError(
+                    filename, call.lineno, call.col_offset + 1, f"cannot load {name}: {error}"
+                ) from None
+            loaded[name] = self.compile_file(name, child_text)
         info = ModuleCompiler(self.state, source, resolution, key).compile(loaded)
         self.loading.pop()
         self.modules[key] = info
@@ -142,6 +147,11 @@ class ProgramCompiler:
         runtime = runtime_library()
         functions = dict(runtime.functions)
         functions.update(self.state.functions)
+        if self.state.method_tables:
+            for table in tables.method_tables(self.state):
+                functions[table.name] = table
+        if self.state.builtin_values:
+            functions["builtin_call"] = tables.builtin_call_function(self.state)
         declarations = dict(runtime.data.items)
         declarations.update(self.state.data.items)
         unit = Unit(functions, declarations, main.init, memory_size, catch_sites=runtime.catch_sites)
@@ -174,6 +184,8 @@ def compile_starlark(
 ) -> ForgeProgram:
     """Compile Starlark ``source`` (from ``filename``) to a Forge program for a machine
     of ``memory_quota`` bytes (it runs in any larger quota too)."""
-    compiler = ProgramCompiler(loader or file_loader, testing)
+    if loader is None:
+        loader = directory_loader(Path(filename).parent if filename else Path.cwd())
+    compiler = ProgramCompiler(loader, testing)
     main = compiler.compile_file(filename, source)
     return compiler.link(main, memory_quota)

@@ -159,6 +159,21 @@ BUILTIN_RECEIVER: Final = 16
 BUILTIN_NAME: Final = 24
 BUILTIN_SIZE: Final = 32
 
+# builtin descriptor (static, a raw block): header, name (str), number of positional
+# parameters, number of keyword-only parameters, number of required parameters, flags,
+# a bit mask of the parameters that may be given by keyword, then the names (str) of
+# the positional and keyword-only parameters
+BDESC_NAME: Final = 8
+BDESC_NPARAMS: Final = 16
+BDESC_NKWONLY: Final = 24
+BDESC_REQUIRED: Final = 32
+BDESC_FLAGS: Final = 40
+BDESC_KEYWORDS: Final = 48
+BDESC_PARAMS: Final = 56
+BDESC_HAS_VARARGS: Final = 1
+BDESC_HAS_KWARGS: Final = 2
+BDESC_EXACTLY: Final = 4
+
 # cell (a variable captured by a nested function): header, value
 CELL_VALUE: Final = 8
 CELL_SIZE: Final = 16

@@ -94,6 +94,8 @@ class ProgramState:
     #: Modules by key: the name of their init function and their globals.
     modules: dict[str, ModuleInfo] = field(default_factory=dict)
     testing: bool = False
+    #: Whether ``getattr``, ``hasattr`` or ``dir`` are used (they need every method).
+    method_tables: bool = False
     counter: int = 0
 
     def unique(self, stem: str) -> str:
@@ -768,9 +770,7 @@ class FunctionCompiler:
         if isinstance(node, ast.Call):
             return self.call(node)
         if isinstance(node, ast.Attribute):
-            obj = self.expr(node.value)
-            self.b.loc = self.position(node.value, ".")
-            return self.rt("getattr_value", obj, self.string(node.attr))
+            return self.attribute(node)
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.List):
@@ -861,6 +861,8 @@ class FunctionCompiler:
 
     def builtin_value(self, builtin: Builtin, receiver: int = ZERO) -> int:
         """A builtin function (or a method bound to ``receiver``) as a value."""
+        if builtin.name in ("getattr", "hasattr", "dir") and not builtin.is_method:
+            self.state.method_tables = True
         key = (builtin.receiver, builtin.name)
         number = self.state.builtin_values.setdefault(key, len(self.state.builtin_values) + 1)
         return self.rt(
@@ -936,6 +938,29 @@ class FunctionCompiler:
             else:
                 self.truth_branch(value, done, following)
             self.b.set_block(following)
+        self.b.set_block(done)
+        return result
+
+    def attribute(self, node: ast.Attribute) -> int:
+        """``x.name`` as a value: a method bound to ``x``, or a module's member."""
+        obj = self.expr(node.value)
+        self.b.loc = self.position(node.value, ".")
+        name = node.attr
+        candidates = METHODS.get(name, {})
+        if not candidates:
+            return self.rt("getattr_value", obj, self.string(name))
+        result = self.b.reg()
+        done = self.b.new_block()
+        tag = self.rt("tag_of", obj)
+        for tag_value, builtin in candidates.items():
+            this, other = self.b.new_block(), self.b.new_block()
+            self.b.br("EQ", tag, self.const(tag_value), this, other)
+            self.b.set_block(this)
+            self.b.mov(self.builtin_value(builtin, obj), dst=result)
+            self.b.jmp(done)
+            self.b.set_block(other)
+        self.b.mov(self.rt("getattr_value", obj, self.string(name)), dst=result)
+        self.b.jmp(done)
         self.b.set_block(done)
         return result
 
@@ -1106,6 +1131,8 @@ class FunctionCompiler:
             if binding.kind is Kind.UNIVERSAL and binding.name in FUNCTIONS:
                 if binding.name == "print" and not _has_star(node):
                     return self.print_call(node, where)
+                if binding.name in ("getattr", "hasattr", "dir"):
+                    self.state.method_tables = True
                 return self.builtin_call(FUNCTIONS[binding.name], node, where, receiver=-1)
             if binding.kind is Kind.GLOBAL and binding.name in self.module.known_functions and not _has_star(node):
                 target = self.module.known_functions[binding.name]

@@ -701,8 +701,10 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
             owners[node.name] = module.__name__
             nodes.append((module, node))
 
+    from kforge.starlark.runtime.generated import EXTERNAL
+
     def resolve(name: str) -> str | None:
-        return name if name in owners else None
+        return name if name in owners or name in EXTERNAL else None
 
     for module, node in nodes:
         library.functions[node.name] = _FunctionCompiler(

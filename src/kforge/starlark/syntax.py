@@ -75,21 +75,67 @@ def parse(text: str, filename: str) -> Source:
     """Parse and check ``text``; raises :class:`StarlarkCompileError` at the first problem."""
     if text.startswith("\ufeff"):
         text = text[1:]
+    tokens = _tokens(text, filename)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            module = ast.parse(text, filename=filename, feature_version=(3, 11))
+            module = ast.parse(_ascii_bytes_literals(text, tokens), filename=filename, feature_version=(3, 11))
     except SyntaxError as error:
         raise StarlarkCompileError(
             filename, error.lineno or 1, error.offset or 1, _syntax_message(error)
         ) from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise StarlarkCompileError(filename, 1, 1, f"cannot parse: {error}") from None
-    tokens = _tokens(text, filename)
     _check_numbers(tokens, filename)
+    _to_character_columns(module, text)
     strings = _decode_strings(module, tokens, filename)
     _Checker(filename).visit(module)
     return Source(filename, text, module, Positions(tokens), strings)
+
+
+def _ascii_bytes_literals(text: str, tokens: list[tokenize.TokenInfo]) -> str:
+    """The source with every non-ASCII character inside a bytes literal replaced by as
+    many ``x`` as it has UTF-8 bytes: Python's parser refuses them, Starlark takes them
+    as their UTF-8 bytes, and keeping byte lengths keeps every column Python reports."""
+    spans = []
+    for token in tokens:
+        if token.type == tokenize.STRING and not token.string.isascii():
+            prefix = token.string[: len(token.string) - len(token.string.lstrip("rbRB"))]
+            if "b" in prefix.lower():
+                spans.append(token)
+    if not spans:
+        return text
+    lines = text.splitlines(keepends=True)
+    for token in reversed(spans):
+        (start_line, start_col), (end_line, end_col) = token.start, token.end
+        replaced = "".join("x" * len(c.encode()) if ord(c) > 127 else c for c in token.string)
+        first = lines[start_line - 1]
+        last = lines[end_line - 1]
+        merged = first[:start_col] + replaced + last[end_col:]
+        lines[start_line - 1 : end_line] = merged.splitlines(keepends=True) or [""]
+    return "".join(lines)
+
+
+def _to_character_columns(module: ast.Module, text: str) -> None:
+    """Python's tree counts columns in UTF-8 bytes; Starlark (and tokenize) counts
+    characters: convert every node's columns on lines that are not ASCII."""
+    lines = text.splitlines()
+    wide = {number for number, line in enumerate(lines, start=1) if not line.isascii()}
+    if not wide:
+        return
+
+    def convert(line: int, col: int) -> int:
+        if line not in wide or line > len(lines):
+            return col
+        return len(lines[line - 1].encode()[:col].decode("utf-8", "replace"))
+
+    for node in ast.walk(module):
+        line = getattr(node, "lineno", None)
+        if line is not None and line in wide:
+            node.col_offset = convert(line, node.col_offset)  # type: ignore[attr-defined]
+        end_line = getattr(node, "end_lineno", None)
+        if end_line is not None and end_line in wide and getattr(node, "end_col_offset", None) is not None:
+            node.end_col_offset = convert(end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
 def _syntax_message(error: SyntaxError) -> str:

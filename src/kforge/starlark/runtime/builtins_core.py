@@ -15,9 +15,22 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import load
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import buf_byte, buf_new, buf_str, buf_to_string, error
+    from kforge.starlark.runtime.core import (
+        buf_byte,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        error,
+        output_buffer,
+    )
     from kforge.starlark.runtime.dicts import dict_copy, dict_new, dict_set
-    from kforge.starlark.runtime.format import value_repr, value_str, write_str
+    from kforge.starlark.runtime.format import (
+        print_end,
+        print_separator,
+        value_repr,
+        value_str,
+        write_str,
+    )
     from kforge.starlark.runtime.lists import list_from_items, tuple_from_items
     from kforge.starlark.runtime.sequences import is_iterable, iterable_to_list
     from kforge.starlark.runtime.values import (
@@ -147,3 +160,22 @@ def unpack_pair(i: int, pair: int) -> int:
         buf_str(b, ", want 2")
         error(buf_to_string(b, L.TAG_STRING), "dict")
     return load(items + L.LIST_ITEMS)
+
+
+def builtin_print(sep: int, args: int) -> int:
+    """``print`` called through a value (direct calls are compiled inline)."""
+    if sep != 0:
+        sep = print_separator(sep)
+    b = output_buffer()
+    n = load(args + L.TUPLE_LEN)
+    i = 0
+    while i < n:
+        if i > 0:
+            if sep != 0:
+                buf_str(b, sep)
+            else:
+                buf_byte(b, 32)
+        write_str(b, load(args + L.TUPLE_ITEMS + 8 * i))
+        i += 1
+    print_end(b)
+    return L.NONE_ADDRESS

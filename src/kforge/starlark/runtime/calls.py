@@ -27,14 +27,23 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.dicts import dict_new, dict_put
-    from kforge.starlark.runtime.lists import tuple_from_items, tuple_with
+    from kforge.starlark.runtime.generated import method_names, method_number
+    from kforge.starlark.runtime.lists import (
+        list_append_unchecked,
+        list_from_items,
+        list_with,
+        tuple_from_items,
+        tuple_with,
+    )
     from kforge.starlark.runtime.sequences import is_iterable, iterable_to_list
     from kforge.starlark.runtime.values import (
+        bytes_compare,
         bytes_equal,
         dict_find,
         error_with_type,
         hash_value,
         tag_of,
+        type_name,
     )
 
 
@@ -251,3 +260,211 @@ def merge_kwargs(keywords: int, mapping: int) -> None:
             buf_str(b, key)
             error(buf_to_string(b, L.TAG_STRING), 0)
         dict_put(keywords, key, load(e + 16), h)
+
+
+# -- builtins as values ---------------------------------------------------------------
+
+
+def bind_builtin(desc: int, args: int, kwargs: int) -> int:
+    """Bind the arguments of a call of a builtin through a value, by its descriptor
+    (see ``builtin_descriptor`` in the compiler): returns the words its runtime
+    function takes: parameters, keyword-only parameters, ``*args`` tuple, ``**kwargs``."""
+    name = load(desc + L.BDESC_NAME)
+    nparams = load(desc + L.BDESC_NPARAMS)
+    nkwonly = load(desc + L.BDESC_NKWONLY)
+    required = load(desc + L.BDESC_REQUIRED)
+    flags = load(desc + L.BDESC_FLAGS)
+    keywords_allowed = load(desc + L.BDESC_KEYWORDS)
+    total = nparams + nkwonly
+    slots = alloc(8 * total + 24)
+    nargs = load(args + L.TUPLE_LEN)
+    nkeywords = 0
+    if kwargs != 0:
+        nkeywords = load(kwargs + L.DICT_LEN)
+    if nkeywords > 0 and keywords_allowed == 0 and (flags & L.BDESC_HAS_KWARGS) == 0:
+        error_builtin_text(name, ": unexpected keyword arguments")
+    if nargs > nparams and (flags & L.BDESC_HAS_VARARGS) == 0:
+        error_builtin_count(name, nargs, nparams, flags, required)
+    n = nargs
+    if n > nparams:
+        n = nparams
+    i = 0
+    while i < n:
+        store(slots + 8 * i, load(args + L.TUPLE_ITEMS + 8 * i))
+        i += 1
+    extra_keywords = 0
+    if nkeywords > 0:
+        entries = load(kwargs + L.DICT_ENTRIES)
+        used = load(kwargs + L.DICT_USED)
+        k = 0
+        while k < used:
+            e = entries + L.DICT_ENTRY_SIZE * k
+            key = load(e + 8)
+            k += 1
+            if key == 0:
+                continue
+            j = 0
+            found = 0 - 1
+            while j < total:
+                if (keywords_allowed >> j) & 1:
+                    if bytes_equal(load(desc + L.BDESC_PARAMS + 8 * j), key):
+                        found = j
+                j += 1
+            if found == 0 - 1:
+                if (flags & L.BDESC_HAS_KWARGS) == 0:
+                    error_builtin_keyword(name, ": unexpected keyword argument ", key)
+                if extra_keywords == 0:
+                    extra_keywords = dict_new(0)
+                dict_put(extra_keywords, key, load(e + 16), hash_value(key))
+                continue
+            if load(slots + 8 * found) != 0:
+                error_builtin_keyword(name, ": got multiple values for keyword argument ", key)
+            store(slots + 8 * found, load(e + 16))
+    i = 0
+    while i < required:
+        if load(slots + 8 * i) == 0:
+            if nkeywords == 0:
+                error_builtin_count(name, nargs, nparams, flags, required)
+            error_builtin_keyword(name, ": missing argument for ", load(desc + L.BDESC_PARAMS + 8 * i))
+        i += 1
+    position = total
+    if flags & L.BDESC_HAS_VARARGS:
+        extra = 0
+        if nargs > nparams:
+            extra = nargs - nparams
+        store(slots + 8 * position, tuple_from_items(args + L.TUPLE_ITEMS + 8 * n, extra))
+        position += 1
+    if flags & L.BDESC_HAS_KWARGS:
+        store(slots + 8 * position, extra_keywords)
+    return slots
+
+
+def error_builtin_text(name: int, text: int) -> None:
+    b = buf_new(64)
+    buf_str(b, name)
+    buf_str(b, text)
+    error(buf_to_string(b, L.TAG_STRING), name)
+
+
+def error_builtin_keyword(name: int, text: int, key: int) -> None:
+    b = buf_new(64)
+    buf_str(b, name)
+    buf_str(b, text)
+    buf_str(b, key)
+    error(buf_to_string(b, L.TAG_STRING), name)
+
+
+def error_builtin_count(name: int, given: int, nparams: int, flags: int, required: int) -> None:
+    """``NAME: got N arguments, want [at least |at most |exactly ]M``."""
+    b = buf_new(64)
+    buf_str(b, name)
+    buf_str(b, ": got ")
+    buf_decimal(b, given)
+    buf_str(b, " arguments, want ")
+    if given > nparams:
+        if flags & L.BDESC_EXACTLY:
+            buf_str(b, "exactly ")
+        elif required < nparams:
+            buf_str(b, "at most ")
+        buf_decimal(b, nparams)
+    else:
+        if flags & L.BDESC_EXACTLY:
+            buf_str(b, "exactly ")
+        elif required < nparams:
+            buf_str(b, "at least ")
+        buf_decimal(b, required)
+    error(buf_to_string(b, L.TAG_STRING), name)
+
+
+def getattr_value(x: int, name: int) -> int:
+    """``x.name`` for a name that is no method of ``x`` 's type: a module's member, or
+    the error ``T has no .name field or method``."""
+    if tag_of(x) == L.TAG_MODULE:
+        e = dict_find(load(x + L.MODULE_MEMBERS), name, hash_value(name))
+        if e != 0:
+            return load(e + 16)
+    b = buf_new(64)
+    buf_str(b, type_name(x))
+    buf_str(b, " has no .")
+    buf_str(b, name)
+    buf_str(b, " field or method")
+    error(buf_to_string(b, L.TAG_STRING), 0)
+    return 0
+
+
+def setattr_value(x: int, name: int, value: int) -> None:
+    b = buf_new(64)
+    buf_str(b, "can't assign to .")
+    buf_str(b, name)
+    buf_str(b, " field of ")
+    buf_str(b, type_name(x))
+    error(buf_to_string(b, L.TAG_STRING), 0)
+
+
+def builtin_getattr(x: int, name: int, default: int) -> int:
+    """``getattr(x, name[, default])``."""
+    if tag_of(name) != L.TAG_STRING:
+        error_with_type("getattr: for parameter name: got ", name, ", want string", "getattr")
+    value = attribute_or_zero(x, name)
+    if value != 0:
+        return value
+    if default != 0:
+        return default
+    b = buf_new(64)
+    buf_str(b, "getattr: ")
+    buf_str(b, type_name(x))
+    buf_str(b, " has no .")
+    buf_str(b, name)
+    buf_str(b, " field or method")
+    error(buf_to_string(b, L.TAG_STRING), "getattr")
+    return 0
+
+
+def builtin_hasattr(x: int, name: int) -> int:
+    if tag_of(name) != L.TAG_STRING:
+        error_with_type("hasattr: for parameter name: got ", name, ", want string", "hasattr")
+    if attribute_or_zero(x, name) != 0:
+        return L.TRUE_ADDRESS
+    return L.FALSE_ADDRESS
+
+
+def attribute_or_zero(x: int, name: int) -> int:
+    tag = tag_of(x)
+    if tag == L.TAG_MODULE:
+        e = dict_find(load(x + L.MODULE_MEMBERS), name, hash_value(name))
+        if e != 0:
+            return load(e + 16)
+        return 0
+    number = method_number(tag, name)
+    if number == 0:
+        return 0
+    return make_builtin(number, x, name)
+
+
+def builtin_dir(x: int) -> int:
+    """``dir(x)``: the sorted names of ``x`` 's methods (or a module's members)."""
+    if tag_of(x) == L.TAG_MODULE:
+        return sorted_keys(load(x + L.MODULE_MEMBERS))
+    names = method_names(tag_of(x))
+    return list_from_items(names + L.TUPLE_ITEMS, load(names + L.TUPLE_LEN))
+
+
+def sorted_keys(d: int) -> int:
+    """A new list of a dict's string keys in ascending order (insertion sort: small)."""
+    result = list_with(0)
+    entries = load(d + L.DICT_ENTRIES)
+    used = load(d + L.DICT_USED)
+    i = 0
+    while i < used:
+        key = load(entries + L.DICT_ENTRY_SIZE * i + 8)
+        i += 1
+        if key == 0:
+            continue
+        list_append_unchecked(result, key)
+        items = load(result + L.LIST_ITEMS)
+        j = load(result + L.LIST_LEN) - 1
+        while j > 0 and bytes_compare(load(items + 8 * (j - 1)), key) == 1:
+            store(items + 8 * j, load(items + 8 * (j - 1)))
+            j -= 1
+        store(items + 8 * j, key)
+    return result
