@@ -168,7 +168,11 @@ class _Code:
 def emit_program(unit: Unit) -> Emitted:
     """Allocate, lay out and encode ``unit``."""
     functions = _reachable(unit)
-    graph = {name: _callees(function) for name, function in functions.items()}
+    # A call of a function that never returns (the error path) adds no edge: nothing its
+    # caller keeps matters after it, and it must not make every allocating function
+    # look recursive.
+    noreturn = {name for name, function in functions.items() if function.noreturn}
+    graph = {name: _callees(function) - noreturn for name, function in functions.items()}
     address_taken = _address_taken(functions)
     components = _components(graph)
     checked: set[str] = set()
@@ -194,13 +198,31 @@ def emit_program(unit: Unit) -> Emitted:
                 for insn in block.insns:
                     if insn.op == "CALL":
                         callee = _callee(insn)
-                        if callee == SITE_INFO:
+                        if callee in noreturn:
+                            clobbers[id(insn)] = 0
+                        elif callee == SITE_INFO:
                             clobbers[id(insn)] = SITE_INFO_CLOBBER
                         elif component_of.get(callee) == component_of[name] or callee not in allocations:
                             clobbers[id(insn)] = ALL_CLOBBERED
                         else:
                             clobbers[id(insn)] = allocations[callee].clobber
             allocations[name] = allocate(function, clobbers, prefer_high=function.source is None)
+        if len(component) > 1 or component[0] in graph[component[0]]:
+            # Seen from outside, a recursive group changes its members' own registers and
+            # what they call outside the group: not everything (inside, each member saves
+            # what it keeps across calls within the group).
+            outside = 0
+            for name in component:
+                outside |= allocations[name].own
+                for callee in graph[name]:
+                    if component_of.get(callee) != component_of[name]:
+                        outside |= allocations[callee].clobber if callee in allocations else ALL_CLOBBERED
+                for block in functions[name].blocks:
+                    for insn in block.insns:
+                        if insn.op == "CALLI":
+                            outside = ALL_CLOBBERED
+            for name in component:
+                allocations[name].clobber = outside
         for name in sorted(component):
             depth[name] = _frame_depth(functions[name], allocations[name], depth, checked, component_of)
         raises = any(

@@ -223,6 +223,8 @@ class FunctionCompiler:
         self.needs_init: set[int] = set()
         self.entry_block = self.b.block
         self.closure = -1
+        #: The function whose call is being bound (for the error frame of a bad call).
+        self.binding_target: ast.FunctionDef | None = None
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -1111,9 +1113,11 @@ class FunctionCompiler:
         count = len(args.args) + len(args.kwonlyargs) + (1 if args.vararg else 0) + (1 if args.kwarg else 0)
         if count + (1 if closure else 0) > MAX_ARGUMENTS:
             raise self.module.fail(node, f"a function may have at most {MAX_ARGUMENTS - 1} parameters")
-        function = Function(generic, 3)
+        name = node.name if isinstance(node, ast.FunctionDef) else "lambda"
+        function = Function(generic, 3, source=(self.module.filename, name))
         b = Builder(function)
         fn, positional, keywords = b.params(3)
+        b.loc = Loc(node.lineno, 1)  # Go reports a call that does not bind in the callee, at its def
         slots = b.call("bind_arguments", [fn, positional, keywords])
         values = [b.load(slots, 8 * index) for index in range(count)]
         if closure:
@@ -1267,7 +1271,7 @@ class FunctionCompiler:
                 index = params.index(keyword)
                 if slots[index] >= 0:
                     message = (
-                        f"function {name} got multiple values for parameter {keyword}"
+                        f'function {name} got multiple values for parameter "{keyword}"'
                         if user
                         else f"{name}: got multiple values for keyword argument {keyword}"
                     )
@@ -1278,7 +1282,7 @@ class FunctionCompiler:
                 surplus.append((keyword, value))
             else:
                 if user:
-                    message = f"function {name} got an unexpected keyword argument {keyword}"
+                    message = f'function {name} got an unexpected keyword argument "{keyword}"'
                 elif keywords_allowed or nkwonly:
                     message = f"{name}: unexpected keyword argument {keyword}"
                 else:
@@ -1330,8 +1334,28 @@ class FunctionCompiler:
         return f"{name}: got {len(positional)} arguments, want {qualifier}{limit}"
 
     def fail_call(self, message: str, name: str, user: bool) -> None:
-        self.error(message, "" if user else name)
+        if user and self.binding_target is not None:
+            self.rt(self.arity_stub(self.binding_target), self.string(message), result=False)
+            self.b.halt()
+        else:
+            self.error(message, "" if user else name)
         self.b.set_block(self.b.new_block())
+
+    def arity_stub(self, target: ast.FunctionDef) -> str:
+        """A function that raises its argument as an error from a frame of ``target`` at
+        its ``def``: where the Go implementation reports arguments that do not bind."""
+        scope = self.module.resolution.functions[id(target)]
+        fast, _ = self.module.function_names(target, scope)
+        name = fast + "$arguments"
+        if name not in self.state.functions:
+            stub = Function(name, 1, source=(self.module.filename, target.name))
+            b = Builder(stub)
+            (message,) = b.params(1)
+            b.loc = Loc(target.lineno, 1)
+            b.call("error", [message, ZERO], result=False)
+            b.halt()
+            self.state.functions[name] = stub
+        return name
 
     def builtin_call(self, builtin: Builtin, node: ast.Call, where: Loc, receiver: int) -> int:
         if _has_star(node):
@@ -1408,6 +1432,7 @@ class FunctionCompiler:
             while first < len(args.kw_defaults) and args.kw_defaults[first] is None:
                 first += 1
             ndefaults = len(args.kw_defaults) - first
+        self.binding_target = target
         bound = self.bind_static(
             name,
             params,
@@ -1421,6 +1446,7 @@ class FunctionCompiler:
             ndefaults=ndefaults,
             nkwonly=len(args.kwonlyargs),
         )
+        self.binding_target = None
         if bound is None:
             return self.none()
         slots, extra, surplus = bound

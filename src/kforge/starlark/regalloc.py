@@ -49,6 +49,8 @@ class Allocation:
     saves: dict[int, list[int]] = field(default_factory=dict)
     #: Every register this function, or anything it calls, may change.
     clobber: int = 0
+    #: The registers this function's own instructions write.
+    own: int = 0
 
     def of(self, register: int) -> int:
         return register if register < FIRST_VIRTUAL else self.registers[register]
@@ -91,10 +93,11 @@ def allocate(
 
     for index in order:
         start, end = block_span[index]
+        # live into a block: live before its first instruction (which may be a call)
         for register in _bits(live_in[index]):
-            touch(register + FIRST_VIRTUAL, start)
+            touch(register + FIRST_VIRTUAL, start - 1)
         for register in _bits(live_out[index]):
-            touch(register + FIRST_VIRTUAL, end)
+            touch(register + FIRST_VIRTUAL, end + 1)
     hints: dict[int, int] = {}
     calls: list[tuple[int, int, Insn]] = []  # (position, clobber mask, insn)
     for at, insn in linear:
@@ -163,7 +166,7 @@ def allocate(
     clobber = used
     for _, mask, _ in calls:
         clobber |= mask
-    return Allocation(registers, saves, clobber)
+    return Allocation(registers, saves, clobber, used)
 
 
 def _choose(free: int, clobbered: int, used: int, hint: int, prefer_high: bool) -> int:

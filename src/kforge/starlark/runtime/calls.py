@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import jump_address, load, store
+from kforge.starlark.runtime.intrinsics import Global, jump_address, load, store
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.dicts import dict_new, dict_put
+    from kforge.starlark.runtime.format import write_repr
     from kforge.starlark.runtime.generated import method_names, method_number
     from kforge.starlark.runtime.lists import (
         list_append_unchecked,
@@ -47,6 +48,11 @@ if TYPE_CHECKING:
     )
 
 
+#: A keyword given twice in one call (by name and through ``**``), for the callee's
+#: binding to report in its own words.
+_duplicate_keyword = Global(__name__)
+
+
 def call_value(fn: int, args: int, kwargs: int) -> int:
     """Call any callable value with an argument tuple and a keyword dict (or 0)."""
     tag = tag_of(fn)
@@ -54,6 +60,7 @@ def call_value(fn: int, args: int, kwargs: int) -> int:
         jump_address(load(fn + L.FUNC_GENERIC), fn, args, kwargs)
     if tag == L.TAG_BUILTIN:
         return builtin_call(fn, args, kwargs)
+    _duplicate_keyword.value = 0
     error_with_type("invalid call of non-function (", fn, ")", 0)
     return 0
 
@@ -82,6 +89,10 @@ def bind_arguments(fn: int, args: int, kwargs: int) -> int:
     nkeywords = 0
     if kwargs != 0:
         nkeywords = load(kwargs + L.DICT_LEN)
+    duplicate = _duplicate_keyword.value
+    if duplicate != 0:
+        _duplicate_keyword.value = 0
+        error_parameter(name, " got multiple values for parameter ", duplicate)
     if total == 0:
         if nargs + nkeywords > 0:
             b = buf_new(64)
@@ -167,11 +178,12 @@ def parameter_index(desc: int, nparams: int, key: int) -> int:
 
 
 def error_parameter(name: int, middle: int, parameter: int) -> None:
+    """``function NAME got ... "parameter"`` (the name quoted, as Go's %q does)."""
     b = buf_new(64)
     buf_str(b, "function ")
     buf_str(b, name)
     buf_str(b, middle)
-    buf_str(b, parameter)
+    write_repr(b, parameter)
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
@@ -255,10 +267,8 @@ def merge_kwargs(keywords: int, mapping: int) -> None:
             error_with_type("keywords must be strings, not ", key, "", 0)
         h = hash_value(key)
         if dict_find(keywords, key, h) != 0:
-            b = buf_new(64)
-            buf_str(b, "got multiple values for keyword argument ")
-            buf_str(b, key)
-            error(buf_to_string(b, L.TAG_STRING), 0)
+            # reported by the callee's binding, which knows the callee's name
+            _duplicate_keyword.value = key
         dict_put(keywords, key, load(e + 16), h)
 
 
@@ -281,6 +291,10 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
     nkeywords = 0
     if kwargs != 0:
         nkeywords = load(kwargs + L.DICT_LEN)
+    duplicate = _duplicate_keyword.value
+    if duplicate != 0:
+        _duplicate_keyword.value = 0
+        error_builtin_keyword(name, ": got multiple values for keyword argument ", duplicate)
     if nkeywords > 0 and keywords_allowed == 0 and (flags & L.BDESC_HAS_KWARGS) == 0:
         error_builtin_text(name, ": unexpected keyword arguments")
     if nargs > nparams and (flags & L.BDESC_HAS_VARARGS) == 0:
