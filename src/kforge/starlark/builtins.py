@@ -156,3 +156,17 @@ for _method in METHOD_LIST:
 
 #: The names every file can use without defining them.
 UNIVERSE: Final = frozenset(FUNCTIONS) | {"None", "True", "False"}
+
+#: The builtins the Go implementation's test harness predeclares (``testing=True``):
+#: ``catch(f)`` runs ``f()`` and returns its error message (or None), ``module(name,
+#: **members)`` makes a value with those attributes, ``error(msg)`` reports a failed
+#: assertion on stderr and carries on, ``_freeze(x)`` freezes ``x`` deeply.
+TESTING: Final[dict[str, Builtin]] = {
+    b.name: b
+    for b in (
+        _f("catch", "f", 1),
+        _f("module", "name", 1, kwargs=True),
+        _f("error", "msg", 1),
+        Builtin("_freeze", "builtin_freeze", ("x",), 1),
+    )
+}

@@ -41,6 +41,7 @@ RUNTIME_MODULES: Final = tuple(
         "ranges",
         "calls",
         "builtins_core",
+        "testing",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).
@@ -119,7 +120,7 @@ class ProgramCompiler:
         self.loading.append(key)
         source = parse(text, filename)
         universe = set(starlark_builtins.UNIVERSE)
-        predeclared: set[str] = set()
+        predeclared = set(starlark_builtins.TESTING) if self.state.testing else set()
         resolution = resolve(source.module, filename, predeclared, universe)
         loaded: dict[str, ModuleInfo] = {}
         for statement in source.module.body:
@@ -138,7 +139,7 @@ class ProgramCompiler:
                     filename, call.lineno, call.col_offset + 1, f"cannot load {name}: {error}"
                 ) from None
             loaded[name] = self.compile_file(name, child_text)
-        info = ModuleCompiler(self.state, source, resolution, key).compile(loaded)
+        info = ModuleCompiler(self.state, source, resolution, key).compile(loaded, is_main=not self.loading[:-1])
         self.loading.pop()
         self.modules[key] = info
         return info

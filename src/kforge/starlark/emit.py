@@ -194,6 +194,7 @@ def emit_program(unit: Unit) -> Emitted:
         for name in sorted(component):
             function = functions[name]
             clobbers: dict[int, int] = {}
+            jumps_away = _jump_clobber(function, allocations, component_of, component_of[name])
             for block in function.blocks:
                 for insn in block.insns:
                     if insn.op == "CALL":
@@ -207,6 +208,9 @@ def emit_program(unit: Unit) -> Emitted:
                         else:
                             clobbers[id(insn)] = allocations[callee].clobber
             allocations[name] = allocate(function, clobbers, prefer_high=function.source is None)
+            # a jump to another function (a tail call) changes what that function changes
+            allocations[name].clobber |= jumps_away
+            allocations[name].own |= jumps_away
         if len(component) > 1 or component[0] in graph[component[0]]:
             # Seen from outside, a recursive group changes its members' own registers and
             # what they call outside the group: not everything (inside, each member saves
@@ -412,6 +416,25 @@ def _components(graph: dict[str, set[str]]) -> list[list[str]]:
                         break
                 result.append(component)
     return result
+
+
+def _jump_clobber(
+    function: Function, allocations: dict[str, Allocation], component_of: dict[str, int], mine: int
+) -> int:
+    """What the functions ``function`` jumps to (``TAILCALL``, ``JUMPI``) may change."""
+    mask = 0
+    for block in function.blocks:
+        term = block.term
+        if term is None:
+            continue
+        if term.op == "JUMPI":
+            return ALL_CLOBBERED
+        if term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+            callee = term.ref.name
+            if component_of.get(callee) == mine or callee not in allocations:
+                return ALL_CLOBBERED
+            mask |= allocations[callee].clobber
+    return mask
 
 
 def _frame_depth(

@@ -22,7 +22,7 @@ from typing import Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
-from kforge.starlark.builtins import FUNCTIONS, METHODS, Builtin
+from kforge.starlark.builtins import FUNCTIONS, METHODS, TESTING, Builtin
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
@@ -150,11 +150,12 @@ class ModuleCompiler:
             self.filename, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, message
         )
 
-    def compile(self, loaded: dict[str, ModuleInfo]) -> ModuleInfo:
+    def compile(self, loaded: dict[str, ModuleInfo], is_main: bool) -> ModuleInfo:
         self.loaded = loaded
         init = f"{self.key}:<init>"
         function = Function(init, 0, source=(self.filename, "<toplevel>"))
-        FunctionCompiler(self, self.resolution.module, function, self.source.module).compile_module()
+        compiler = FunctionCompiler(self, self.resolution.module, function, self.source.module)
+        compiler.compile_module(loaded=not is_main)
         self.state.functions[init] = function
         return ModuleInfo(self.key, self.filename, init, dict(self.globals))
 
@@ -265,11 +266,26 @@ class FunctionCompiler:
 
     # -- entry points -----------------------------------------------------------------
 
-    def compile_module(self) -> None:
+    def compile_module(self, loaded: bool) -> None:
+        """The file's top level.  A loaded module runs once (later loads find it done)
+        and freezes its globals when it finishes."""
         self.b.params(0)
+        state_item = DataRef(self.state.data.word(f"init:{self.module.key}"))
+        if loaded:
+            status = self.b.load(ZERO, ref=state_item)
+            fresh, done = self.b.new_block(), self.b.new_block()
+            self.b.br("Z", status, -1, fresh, done)
+            self.b.set_block(done)
+            self.b.ret(self.none())
+            self.b.set_block(fresh)
+            self.b.store(ONE, ZERO, ref=state_item)
         self.prologue_cells()
         self.statements(self.node.body)  # type: ignore[attr-defined]
         if not self.b.terminated:
+            if loaded:
+                for item in self.module.globals.values():
+                    value = self.b.load(ZERO, ref=DataRef(item))
+                    self.rt("freeze", value, result=False)
             self.b.ret(self.none())
         self.finish()
 
@@ -859,7 +875,10 @@ class FunctionCompiler:
         return self.builtin_value(builtin)
 
     def predeclared_value(self, name: str, node: ast.AST) -> int:
-        raise self.module.fail(node, f"undefined: {name}")
+        builtin = TESTING.get(name) if self.state.testing else None
+        if builtin is None:
+            raise self.module.fail(node, f"undefined: {name}")
+        return self.builtin_value(builtin)
 
     def builtin_value(self, builtin: Builtin, receiver: int = ZERO) -> int:
         """A builtin function (or a method bound to ``receiver``) as a value."""
@@ -1138,6 +1157,8 @@ class FunctionCompiler:
                 if binding.name in ("getattr", "hasattr", "dir"):
                     self.state.method_tables = True
                 return self.builtin_call(FUNCTIONS[binding.name], node, where, receiver=-1)
+            if binding.kind is Kind.PREDECLARED and self.state.testing and binding.name in TESTING:
+                return self.builtin_call(TESTING[binding.name], node, where, receiver=-1)
             if binding.kind is Kind.GLOBAL and binding.name in self.module.known_functions and not _has_star(node):
                 target = self.module.known_functions[binding.name]
                 return self.known_call(target, binding.name, node, where)

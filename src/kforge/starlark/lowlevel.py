@@ -637,6 +637,7 @@ class _FunctionCompiler:
         the error path stops unwinding (see ``core.error``)."""
         if not node.args or not isinstance(node.args[0], ast.Name):
             raise self.error(node, "catch_call(function, args...)")
+        self.function.checked = True  # the error path restores LIM from the catching frame
         target = self.resolve_function(node.args[0].id)
         if target is None:
             raise self.error(node, f"unknown function {node.args[0].id}")

@@ -160,6 +160,12 @@ def jump_address(address: int) -> NoReturn:
     raise _compiled_only()
 
 
+def catch_call(function: Callable[..., int], *args: int) -> int:
+    """Call a runtime function at a site where an error stops unwinding: if the call
+    raises, control comes back here (see ``core.error`` and ``core.caught_error``)."""
+    raise _compiled_only()
+
+
 def site_info(return_address: int) -> int:
     """The site word of a return address (see :func:`kforge.starlark.emit.site_word`)."""
     raise _compiled_only()
