@@ -18,6 +18,7 @@ from kforge.cli import proofs as proofs_cli
 from kforge.cli import registry as registry_cli
 from kforge.cli import sandbox as sandbox_cli
 from kforge.cli import server as server_cli
+from kforge.cli import starlark as starlark_cli
 from kforge.cli.options import CliError, add_machine_options, load_program, read_input
 from kforge.core import ForgeError
 from kforge.disasm import disassemble, format_instruction
@@ -76,6 +77,7 @@ def _build_parser() -> _Parser:
     registry_cli.add_commands(commands)
     server_cli.add_commands(commands)
     sandbox_cli.add_commands(commands)
+    starlark_cli.add_commands(commands)
     return parser
 
 
@@ -145,7 +147,7 @@ def _command_disasm(args: argparse.Namespace) -> int:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, memory_quota=args.memory)
     machine = Machine.load(
         program,
         memory_quota=args.memory,

@@ -95,9 +95,16 @@ def read_input(args: argparse.Namespace) -> bytes:
     return data
 
 
-def load_program(path: str) -> ForgeProgram:
-    """Read FRGP bytes or assembly text from ``path`` (told apart by the magic)."""
+#: The memory quota a ``.star`` file is compiled for when the command has no ``--memory``.
+STARLARK_MEMORY = 65_536
+
+
+def load_program(path: str, memory_quota: int = STARLARK_MEMORY) -> ForgeProgram:
+    """Read FRGP bytes, assembly text or Starlark source (a ``.star`` file, compiled for
+    a machine of ``memory_quota`` bytes) from ``path``; FRGP is told by its magic."""
     blob = read_bytes(path)
+    if path.endswith(".star") and not is_program_bytes(blob):
+        return compile_starlark_file(path, blob, memory_quota)
     if is_program_bytes(blob):
         try:
             return decode_program(blob)
@@ -111,3 +118,14 @@ def load_program(path: str) -> ForgeProgram:
             f"(invalid UTF-8 at byte {error.start})"
         ) from None
     return assemble(text, path)
+
+
+def compile_starlark_file(path: str, blob: bytes, memory_quota: int) -> ForgeProgram:
+    """Compile the Starlark source ``blob`` read from ``path``."""
+    from kforge.starlark import StarlarkCompileError, compile_starlark
+
+    try:
+        text = blob.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise StarlarkCompileError(path, 1, 1, f"invalid UTF-8 at byte {error.start}") from None
+    return compile_starlark(text, path, memory_quota=memory_quota)

@@ -75,17 +75,25 @@ def parse(text: str, filename: str) -> Source:
     """Parse and check ``text``; raises :class:`StarlarkCompileError` at the first problem."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    tokens = _tokens(text, filename)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        tokens = []  # the parser below says what is wrong, and where
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module = ast.parse(_ascii_bytes_literals(text, tokens), filename=filename, feature_version=(3, 11))
     except SyntaxError as error:
-        raise StarlarkCompileError(
-            filename, error.lineno or 1, error.offset or 1, _syntax_message(error)
-        ) from None
+        line, col, message = error.lineno or 1, error.offset or 1, _syntax_message(error)
+        if message.endswith("was never closed"):  # Go stops at the end of the file
+            line, col = text.count("\n") + 1, 1
+            closing = {"(": ")", "[": "]", "{": "}"}.get(message[1:2], ")")
+            message = f"got end of file, want '{closing}'"
+        raise StarlarkCompileError(filename, line, col, message) from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise StarlarkCompileError(filename, 1, 1, f"cannot parse: {error}") from None
+    if not tokens:
+        tokens = _tokens(text, filename)
     _check_numbers(tokens, filename)
     _to_character_columns(module, text)
     strings = _decode_strings(module, tokens, filename)

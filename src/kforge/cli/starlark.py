@@ -1,0 +1,47 @@
+"""``kforge compile``: Starlark source to FRGP bytes.
+
+Wiring (in :mod:`kforge.cli.main`): call ``add_commands(subparsers)``; each parser
+carries its ``handler``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kforge.cli.options import CliError, load_program, u64
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    compile_ = commands.add_parser(
+        "compile", help="compile a Starlark file (.star) to FRGP bytes"
+    )
+    compile_.add_argument("file", help="the Starlark source")
+    compile_.add_argument(
+        "-o", "--output", required=True, help="where to write the FRGP bytes ('-' for stdout)"
+    )
+    compile_.add_argument(
+        "--memory",
+        type=u64,
+        default=65_536,
+        help="the memory quota the program is compiled for; it runs in any quota at least "
+        "this large (default: 65536)",
+    )
+    compile_.set_defaults(handler=command_compile)
+
+
+def command_compile(args: argparse.Namespace) -> int:
+    if not args.file.endswith(".star"):
+        raise CliError(f"{args.file}: kforge compile takes Starlark source (a .star file)")
+    program = load_program(args.file, memory_quota=args.memory)
+    blob = program.encoded
+    if args.output == "-":
+        sys.stdout.buffer.write(blob)
+        sys.stdout.flush()
+        return 0
+    try:
+        Path(args.output).write_bytes(blob)
+    except OSError as error:
+        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    return 0
