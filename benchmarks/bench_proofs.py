@@ -18,9 +18,9 @@ from typing import Any
 
 from kforge.asm import assemble
 from kforge.fast import FastTier
-from kforge.proofs.keys import NodeKey
 from kforge.machine import Machine
 from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, generate_proof, verify_proof
+from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
 from kforge.proofs.snapshot import checkpoint, restore
 
