@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NoReturn, TypeVar
 
-from kforge.core import InvalidProgram
+from kforge.core import InvalidProgram, show_name
 from kforge.isa import OPCODE_BY_MNEMONIC, REGISTER_COUNT, WORD_MASK, Instruction, OpInfo
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
 
@@ -656,7 +656,7 @@ def _check_unused_fields(insn: Instruction, head: _Token) -> None:
 
 def _add_symbol(found: dict[bytes, Symbol], token: _Token, symbol: Symbol) -> None:
     if symbol.name in found:
-        _fail(token, f"expected each symbol name once, found {symbol.name!r} again")
+        _fail(token, f"expected each symbol name once, found {show_name(symbol.name)} again")
     found[symbol.name] = symbol
 
 

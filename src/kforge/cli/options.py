@@ -47,20 +47,16 @@ class CliError(Exception):
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Help that shows each option's default, unless it has none worth saying."""
+    """Help that states each option's default: its value, or "none" when it has none."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        default = action.default
-        meaningless = default is None or default is False or default == [] or default == ""
-        if (
-            "%(default)" in text
-            or meaningless
-            or default is argparse.SUPPRESS
-            or not action.option_strings
-        ):
+        flag = action.nargs == 0  # --json, --help: present or not, nothing to default
+        if not action.option_strings or flag or action.required or "default" in text:
             return action.help
-        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+        default = action.default
+        stated = "none" if default is None or default == [] or default == "" else "%(default)s"
+        return f"{text} (default: {stated})" if text else f"(default: {stated})"
 
 
 class Parser(argparse.ArgumentParser):
@@ -110,10 +106,12 @@ def environment_entry(text: str) -> tuple[bytes, bytes]:
 
 def add_machine_options(parser: argparse.ArgumentParser) -> None:
     """``--ticks --memory --input|--input-file --grant --env --tier``, as ``kforge run`` takes them."""
-    parser.add_argument("--ticks", type=u64, default=1_000_000, help="tick budget")
-    parser.add_argument("--memory", type=u64, default=65_536, help="memory quota in bytes")
+    parser.add_argument("--ticks", type=u64, default=1_000_000, metavar="N", help="tick budget")
+    parser.add_argument(
+        "--memory", type=u64, default=65_536, metavar="BYTES", help="memory quota in bytes"
+    )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--input", default="", help="stdin message, as UTF-8 text (default: none)")
+    source.add_argument("--input", default="", metavar="TEXT", help="stdin message, as UTF-8 text")
     source.add_argument(
         "--input-file", metavar="PATH", help="file whose bytes are the stdin message (- for stdin)"
     )

@@ -115,8 +115,8 @@ def read_bundle(path: str) -> tuple[ExecutionProof, RunRecord]:
     blob = read_bytes(path)
     try:
         body = msgpack.unpackb(blob, raw=False)
-    except Exception as error:  # msgpack raises several unrelated types for bad bytes
-        raise CliError(f"{path}: not a proof bundle ({type(error).__name__})") from None
+    except Exception:  # msgpack raises several unrelated types for bad bytes
+        raise CliError(f"{path}: not a proof bundle") from None
     if not (isinstance(body, list) and len(body) == 3 and body[0] == BUNDLE_VERSION):
         raise CliError(f"{path}: not a version {BUNDLE_VERSION} proof bundle")
     if not isinstance(body[1], bytes) or not isinstance(body[2], bytes):
