@@ -130,7 +130,7 @@ async def _scripted_session(url: str, built: dict[str, Path]) -> None:
     async with Client(url, AgentKey.generate()) as engine:
         print(f"   agent {engine.agent_id.hex[:16]}… signed in")
         for name, path in built.items():
-            code = await engine.put_program(load_program(str(path)))
+            code = await engine.put_program(load_program(str(path)), name=path.stem)
             request = CreateSandbox(
                 engine.agent_id, code, 65_536, 1_000_000, input=INPUTS.get(name, "").encode()
             )

@@ -75,6 +75,7 @@ def create_app(
         operator_agent=operator_agent,
         dev_token=dev_token,
     )
+    state.notes.listen_to(engine.bus)
     document = openapi_document(ALL_OPERATIONS, _VERSION)
 
     async def openapi(request: Request) -> Response:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kforge.asm import assemble
+from kforge.asm import assemble_with_labels
 from kforge.core import MemoryQuotaExceeded
+from kforge.debuginfo import code_labels
 from kforge.messages import (
     BytesField,
     BytesMapField,
@@ -62,7 +63,9 @@ _VIEW: dict[str, Any] = {
 }
 
 
-def _program(ctx: Context) -> ForgeProgram:
+def _program(ctx: Context) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
+    """The program to debug and the names of its instructions (every label of assembly
+    text; a container's code symbols)."""
     values = ctx.values
     given = [name for name in ("assembly", "program", "program_id") if values[name] is not None]
     if len(given) != 1:
@@ -70,10 +73,12 @@ def _program(ctx: Context) -> ForgeProgram:
             "assembly", "give exactly one of 'assembly', 'program' and 'program_id'"
         )
     if values["assembly"] is not None:
-        return assemble(values["assembly"], "<debugger>")
+        return assemble_with_labels(values["assembly"], "<debugger>")
     if values["program"] is not None:
-        return decode_program(values["program"])
-    return ctx.state.engine.programs.load(values["program_id"])
+        program = decode_program(values["program"])
+    else:
+        program = ctx.state.engine.programs.load(values["program_id"])
+    return program, code_labels(program)
 
 
 def _view(ctx: Context, session_id: str) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def _view(ctx: Context, session_id: str) -> dict[str, Any]:
 
 async def create(ctx: Context) -> tuple[int, Any]:
     values = ctx.values
-    program = _program(ctx)
+    program, labels = _program(ctx)
     limit = ctx.state.engine.limits.max_memory_quota
     if values["memory_quota"] > limit:
         raise MemoryQuotaExceeded(values["memory_quota"], limit)
@@ -100,6 +105,7 @@ async def create(ctx: Context) -> tuple[int, Any]:
         input=values["input"],
         environment=values["environment"],
         grants=values["grants"],
+        labels=labels,
     )
     session.breakpoints = set(values["breakpoints"])
     return 201, _view(ctx, session.id)
@@ -127,6 +133,18 @@ async def delete(ctx: Context) -> tuple[int, Any]:
 async def step(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
     await ctx.state.debug.step(session, max(1, ctx.values["count"]))
+    return 200, _view(ctx, session.id)
+
+
+async def step_over(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    await ctx.state.debug.step_over(session)
+    return 200, _view(ctx, session.id)
+
+
+async def step_out(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    await ctx.state.debug.step_out(session)
     return 200, _view(ctx, session.id)
 
 
@@ -202,6 +220,26 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         step,
         "Execute count instructions",
         fields=STEP_FIELDS,
+        query=_MEMORY,
+        errors=_ERRORS,
+        tag="debugger",
+        response=_VIEW,
+    ),
+    Operation(
+        "POST",
+        _SESSION + "/step_over",
+        step_over,
+        "One instruction; a CALL runs until it returns (or a breakpoint)",
+        query=_MEMORY,
+        errors=_ERRORS,
+        tag="debugger",
+        response=_VIEW,
+    ),
+    Operation(
+        "POST",
+        _SESSION + "/step_out",
+        step_out,
+        "Run until the current function returns (or a breakpoint)",
         query=_MEMORY,
         errors=_ERRORS,
         tag="debugger",
