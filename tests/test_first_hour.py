@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from kforge import __version__
+from test_sandbox_cli import TWICE
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -165,16 +166,6 @@ def test_sandboxes_answer_to_a_prefix_of_their_id(kforge: Shell) -> None:
     assert (delivered.stdout, b"HALTED" in delivered.stderr) == (b"two", True)
     listed = kforge("sandbox", "list").stdout.decode()
     assert listed.startswith(short + "  HALTED")
-
-
-TWICE = """
-        LI   r2, 64
-        RECV 2, r3, r253, r2
-        SEND 0, r253, r3
-        RECV 2, r3, r253, r2
-        SEND 0, r253, r3
-        HALT
-"""
 
 
 def test_the_registry_log_shows_dates(kforge: Shell) -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kforge.cli.options import CliError, add_data_dir_option, show_help
+from kforge.cli.options import CliError, add_data_dir_option, channel_grant, show_help
 
 if TYPE_CHECKING:
     from kforge.registry import Registry, RegistryPolicy, Status, VerifyOutcome
@@ -25,16 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["POLICY_FILE_NAME", "add_commands", "format_time"]
 
 POLICY_FILE_NAME = "registry-policy.toml"
-
-
-def _channel(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a channel number, got '{text}'") from None
-    if not 3 <= value <= 7:
-        raise argparse.ArgumentTypeError(f"channel {value} cannot be granted (only 3..7)")
-    return value
 
 
 def _positive(text: str) -> int:
@@ -76,7 +66,7 @@ def add_commands(subparsers: Any) -> None:
     )
     propose.add_argument(
         "--grant",
-        type=_channel,
+        type=channel_grant,
         action="append",
         default=[],
         metavar="CH",

@@ -7,6 +7,7 @@ memory window, the channel queues and the disassembly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from kforge.asm import assemble_with_labels
@@ -24,7 +25,7 @@ from kforge.messages import (
     UIntField,
 )
 from kforge.program import ForgeProgram, decode_program
-from kforge.server.endpoint import Context, Operation, Query, query_number
+from kforge.server.endpoint import Context, Handler, Operation, Query, query_number
 
 __all__ = ["DEBUG_OPERATIONS"]
 
@@ -175,6 +176,30 @@ _MEMORY = (
 )
 _ERRORS = (400, 404)
 
+
+def _command(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    fields: Sequence[Field] | None = None,
+    *,
+    errors: tuple[int, ...] = _ERRORS,
+) -> Operation:
+    """An operation on one session that answers with its view (and takes the memory window)."""
+    return Operation(
+        method,
+        _SESSION + path,
+        handler,
+        summary,
+        fields=fields,
+        query=_MEMORY,
+        errors=errors,
+        tag="debugger",
+        response=_VIEW,
+    )
+
+
 DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
     Operation(
         "POST",
@@ -195,16 +220,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         tag="debugger",
         response={"type": "object"},
     ),
-    Operation(
-        "GET",
-        _SESSION,
-        show,
-        "The session's full view",
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
+    _command("GET", "", show, "The session's full view"),
     Operation(
         "DELETE",
         _SESSION,
@@ -214,68 +230,24 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         tag="debugger",
         response={"type": "object"},
     ),
-    Operation(
+    _command("POST", "/step", step, "Execute count instructions", STEP_FIELDS),
+    _command(
         "POST",
-        _SESSION + "/step",
-        step,
-        "Execute count instructions",
-        fields=STEP_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "POST",
-        _SESSION + "/step_over",
+        "/step_over",
         step_over,
         "One instruction; a CALL runs until it returns (or a breakpoint)",
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
     ),
-    Operation(
+    _command(
+        "POST", "/step_out", step_out, "Run until the current function returns (or a breakpoint)"
+    ),
+    _command("POST", "/run", run, "Run to a breakpoint, a stop, or max_ticks", RUN_FIELDS),
+    _command("PUT", "/breakpoints", set_breakpoints, "Replace the breakpoints", BREAKPOINT_FIELDS),
+    _command(
         "POST",
-        _SESSION + "/step_out",
-        step_out,
-        "Run until the current function returns (or a breakpoint)",
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "POST",
-        _SESSION + "/run",
-        run,
-        "Run to a breakpoint, a stop, or max_ticks",
-        fields=RUN_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "PUT",
-        _SESSION + "/breakpoints",
-        set_breakpoints,
-        "Replace the breakpoints",
-        fields=BREAKPOINT_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "POST",
-        _SESSION + "/deliver",
+        "/deliver",
         deliver,
         "Queue a message on a receiving channel",
-        fields=DELIVER_FIELDS,
-        query=_MEMORY,
+        DELIVER_FIELDS,
         errors=(*_ERRORS, 403, 409),
-        tag="debugger",
-        response=_VIEW,
     ),
 )
