@@ -8,17 +8,22 @@ on a terminal and never under ``NO_COLOR``, one line for a port that is taken.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import pty
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kforge import __version__
 from kforge.asm import assemble
@@ -197,3 +202,45 @@ def test_a_port_out_of_range_is_refused_before_anything_starts(
 def test_times_are_shown_as_dates_not_epoch_milliseconds() -> None:
     assert format_time(0) == "1970-01-01T00:00:00Z"
     assert format_time(1_795_514_438_123) == "2026-11-24T10:00:38Z"
+
+
+COMMAND_WORDS = st.sampled_from(
+    [
+        "link", "prove", "verify", "keys", "registry", "sandbox", "cache", "asm", "disasm",
+        "propose", "show", "log", "check", "export", "keygen", "create", "status", "result",
+        "output", "kill", "list", "info", "clear", "-o", "-", "--json", "--pem", "--version",
+        "--dir", "--name", "--agent-key", "--public-key", "--file", "-f", "--ticks", "0", "1",
+        "abc", "0" * 64, "x", "", "HALT.fasm", "BAD.fasm", "missing.fasm", "USE.fasm",
+    ]
+)  # fmt: skip
+SCRATCH = Path(__file__).parent / "conformance"
+FILES = {
+    "HALT.fasm": str(SCRATCH / "halt_only.fasm"),
+    "BAD.fasm": str(SCRATCH / "asm_bad_register.fasm"),
+    "USE.fasm": str(EXAMPLES / "lib" / "use_gcd.fasm"),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(COMMAND_WORDS, min_size=1, max_size=6))
+def test_no_command_line_of_any_command_prints_a_traceback(words: list[str]) -> None:
+    argv = [FILES.get(word, word) for word in words]
+    if "-o" in argv or "--dir" in argv or "clear" in argv:  # never write outside the data dir
+        argv = [w for w in argv if w not in ("-o", "--dir", "clear")]
+    with tempfile.TemporaryDirectory() as data_dir:
+        previous = os.environ.get("KFORGE_DATA_DIR")
+        os.environ["KFORGE_DATA_DIR"] = data_dir
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                status = main(argv)
+        finally:
+            if previous is None:
+                del os.environ["KFORGE_DATA_DIR"]
+            else:
+                os.environ["KFORGE_DATA_DIR"] = previous
+    assert status in (0, 1, 2), (argv, status)
+    assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue(), argv
+    if status == 2:
+        assert out.getvalue() == "", argv
+        assert err.getvalue().count("\n") == 1, (argv, err.getvalue())
