@@ -159,7 +159,7 @@ def _trace(machine: Machine, out: TextIO) -> None:
         pc = machine.pc
         before = list(machine.registers)
         machine.step()
-        text = _instruction_at(machine, pc) if pc < len(machine.code) else "<outside the code>"
+        text = _instruction_at(machine, pc)
         changes = " ".join(
             f"r{i}={value}"
             for i, (old, value) in enumerate(zip(before, machine.registers, strict=True))
@@ -204,11 +204,12 @@ def _run_to_stop(machine: Machine, tier: str, after_slice: Callable[[], None]) -
         after_slice()
 
 
-def stop_line(machine: Machine) -> str | None:
+def _stop_line(machine: Machine) -> str | None:
     """One line saying why a machine that did not halt stopped; ``None`` when it halted."""
     from kforge.isa import Channel, FaultCode
 
-    after = f"at pc {machine.pc} ({_instruction_at(machine, machine.pc)}) after {machine.ticks_used} ticks"
+    where = _instruction_at(machine, machine.pc)
+    after = f"at pc {machine.pc} ({where}) after {machine.ticks_used} ticks"
     if machine.fault is not None:
         detail = f" {machine.fault_detail}" if machine.fault_detail is not None else ""
         hint = "; give more with --ticks" if machine.fault is FaultCode.OUT_OF_TICKS else ""
@@ -294,7 +295,7 @@ def _command_run(args: argparse.Namespace) -> int:
     elif args.summary:
         sys.stdout.write(_summary(machine, sys.stdout) + "\n")
     else:
-        line = stop_line(machine)
+        line = _stop_line(machine)
         if line is not None:
             _say(line)
     return 0 if machine.state is MachineState.HALTED else 1
