@@ -1,36 +1,44 @@
 # Every target sets up its own virtual environment, so a fresh clone needs nothing else.
+# Each installs only what it needs (see the extras in pyproject.toml): `make demo` the
+# runtime alone, `make test` the test tools, `make setup` everything.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+CHECKSUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_WORKERS ?= 2
 
+# The stamp saying that $(VENV) holds kforge with the named extras for this pyproject.toml.
+installed = $(VENV)/.installed-$(1)-$(CHECKSUM)
+
 .PHONY: setup demo test test-all lint bench clean
+.PRECIOUS: $(VENV)/.installed-%
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
-	@rm -f $(VENV)/.installed-*
+$(VENV)/.installed-%-$(CHECKSUM): pyproject.toml
+	@test -x $(BIN)/python || { echo "== creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "== installing kforge$(if $(filter runtime,$*),,[$*]) into $(VENV) (again only when pyproject.toml changes)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on \
+		-e '.$(if $(filter runtime,$*),,[$*])'
+	@rm -f $(VENV)/.installed-$*-*
 	@touch $@
+	@echo "== $(VENV) is ready: $$(du -sh $(VENV) | cut -f1)"
 
-setup: $(STAMP)
+setup: $(call installed,dev)
 
-demo: setup
+demo: $(call installed,runtime)
 	@$(BIN)/python -m kforge.demo
 
-test: setup
+test: $(call installed,test)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow"
 
-test-all: setup
+test-all: $(call installed,test) $(call installed,browser)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
-lint: setup
+lint: $(call installed,lint)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy src
 
-bench: setup
+bench: $(call installed,bench)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

@@ -25,10 +25,11 @@ from kforge.program import ForgeProgram, Relocation, RelocationKind, decode_prog
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 HAS_FAST_TIER = importlib.util.find_spec("kforge.fast") is not None
-RESULT_KEYS = {
+SPEC_KEYS = {
     "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex", "stderr_hex",
     "registers", "flags",
 }  # fmt: skip
+RESULT_KEYS = SPEC_KEYS | {"output_text", "stderr_text"}
 
 HELLO = """\
 .data
@@ -147,6 +148,35 @@ err:    .ascii "bad\\n"
     assert status == 0
     assert result["output_hex"] == b"ok\n".hex()
     assert result["stderr_hex"] == b"bad\n".hex()
+    assert (result["output_text"], result["stderr_text"]) == ("ok\n", "bad\n")
+
+
+def test_json_gives_text_only_for_valid_utf8(capsys: Any, write: Any) -> None:
+    source = write(
+        "bytes.fasm",
+        """\
+.data
+out:    .byte 0xff, 0x41
+.code
+        LI   r1, out
+        LI   r2, 2
+        SEND 0, r1, r2
+        HALT
+""",
+    )
+    _, result = run_json(capsys, source)
+    assert result["output_hex"] == "ff41"
+    assert result["output_text"] is None
+    assert result["stderr_text"] == ""
+
+
+def test_json_keeps_the_specification_keys_first_and_in_order(capsys: Any, write: Any) -> None:
+    _, out, _ = kforge(capsys, "run", write("hello.fasm", HELLO), "--json")
+    keys = list(json.loads(out))
+    assert keys[: len(SPEC_KEYS)] == [
+        "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex",
+        "stderr_hex", "registers", "flags",
+    ]  # fmt: skip
 
 
 def test_disasm_output_assembles_back_to_the_same_bytes(
@@ -324,7 +354,7 @@ def test_asking_for_a_missing_fast_tier_is_an_error(capsys: Any, write: Any) -> 
 
 
 def test_summary_mentions_output_state_and_ticks(capsys: Any, write: Any) -> None:
-    status, out, err = kforge(capsys, "run", write("hello.fasm", HELLO))
+    status, out, err = kforge(capsys, "run", write("hello.fasm", HELLO), "--summary")
     assert (status, err) == (0, "")
     assert "output" in out and "hi" in out
     assert "HALTED" in out
@@ -332,7 +362,7 @@ def test_summary_mentions_output_state_and_ticks(capsys: Any, write: Any) -> Non
 
 
 def test_summary_of_a_fault_names_it_with_its_pc_and_instruction(capsys: Any, write: Any) -> None:
-    status, out, _ = kforge(capsys, "run", write("d.fasm", DIVIDE))
+    status, out, _ = kforge(capsys, "run", write("d.fasm", DIVIDE), "-v")
     assert status == 1
     assert "FAULTED" in out
     fault_lines = [line for line in out.splitlines() if "DIVIDE_BY_ZERO" in line]
@@ -343,12 +373,12 @@ def test_summary_of_a_fault_names_it_with_its_pc_and_instruction(capsys: Any, wr
 
 
 def test_summary_of_a_user_fault_shows_the_user_code(capsys: Any, write: Any) -> None:
-    _, out, _ = kforge(capsys, "run", write("f.fasm", "NOP\nFAULT 4242\n"))
+    _, out, _ = kforge(capsys, "run", write("f.fasm", "NOP\nFAULT 4242\n"), "-v")
     assert "USER_FAULT" in out and "4242" in out
 
 
 def test_summary_of_a_blocked_run_names_the_channel(capsys: Any, write: Any) -> None:
-    status, out, _ = kforge(capsys, "run", write("b.fasm", BLOCKS))
+    status, out, _ = kforge(capsys, "run", write("b.fasm", BLOCKS), "-v")
     assert status == 1
     assert "BLOCKED" in out
     assert re.search(r"channel 2\b", out)
@@ -369,15 +399,27 @@ def test_trace_shows_pc_ticks_instruction_and_changed_registers(capsys: Any, wri
     assert lines[1].rstrip().endswith("r2=25")
     assert lines[2].split()[:2] == ["2", "4"] and "HALT" in lines[2]
     assert "r" not in lines[2].split("HALT", 1)[1]
-    assert "HALTED" in out  # the summary follows the trace
+    assert len(lines) == 3  # no output: nothing follows the trace
+
+
+def test_the_program_output_follows_the_trace(capsys: Any, write: Any) -> None:
+    status, out, err = kforge(capsys, "run", write("hello.fasm", HELLO), "--trace")
+    assert (status, err) == (0, "")
+    assert out.endswith("HALT\nhi\n")
+
+
+def test_a_summary_follows_the_trace_when_asked(capsys: Any, write: Any) -> None:
+    _, out, _ = kforge(capsys, "run", write("hello.fasm", HELLO), "--trace", "--summary")
+    assert "HALTED" in out.splitlines()[-3]
 
 
 def test_trace_of_a_fault_ends_on_the_faulting_instruction(capsys: Any, write: Any) -> None:
-    _, out, _ = kforge(capsys, "run", write("d.fasm", DIVIDE), "--trace")
+    _, out, err = kforge(capsys, "run", write("d.fasm", DIVIDE), "--trace")
     lines = out.splitlines()
+    assert len(lines) == 2
     assert lines[1].split()[:2] == ["1", "3"] and "DIV r2, r1, r0" in lines[1]
     assert "r2=" not in lines[1]
-    assert not lines[2].split()[0].isdigit()  # then the summary
+    assert err.startswith("kforge: FAULTED: DIVIDE_BY_ZERO")
 
 
 def test_trace_with_json_goes_to_stderr_and_stdout_stays_one_json_object(
@@ -495,9 +537,8 @@ def test_bad_run_arguments_are_one_line_with_exit_2(
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["frobnicate"], ["run"], ["asm", "x.fasm"], ["disasm"], ["run", "a", "b"]],
+    [["frobnicate"], ["run"], ["asm", "x.fasm"], ["disasm"], ["run", "a", "b"]],
     ids=[
-        "nothing",
         "unknown-command",
         "run-no-file",
         "asm-no-output",
@@ -570,6 +611,7 @@ def test_no_command_line_raises_or_prints_a_traceback(words: list[str]) -> None:
         status = main([*argv, "--tier", "reference"] if argv[:1] == ["run"] else argv)
     assert status in (0, 1, 2)
     assert "Traceback" not in err.getvalue()
+    assert "internal error" not in err.getvalue()
     if status == 2:
         assert out.getvalue() == ""
         assert err.getvalue().count("\n") == 1
@@ -639,6 +681,7 @@ def test_no_file_content_makes_run_or_disasm_raise(content: bytes) -> None:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 status = main(argv)
             assert status in (0, 1, 2)
+            assert "internal error" not in err.getvalue()
             if status == 2:
                 assert out.getvalue() == ""
                 assert err.getvalue().count("\n") == 1
@@ -674,7 +717,7 @@ def test_the_command_reports_errors_in_one_line_without_a_traceback(write: Any) 
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    done = run_process()
+    done = run_process("frobnicate")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
@@ -705,12 +748,12 @@ def test_errors_on_stderr_carry_the_seed_error_name(
 def test_running_out_of_host_memory_is_one_line_not_a_traceback(
     capsys: Any, write: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kforge.cli import options as cli_options
+    from kforge import asm as assembler
 
     def exhausted(text: str, filename: str) -> Any:
         raise MemoryError
 
-    monkeypatch.setattr(cli_options, "assemble", exhausted)
+    monkeypatch.setattr(assembler, "assemble", exhausted)
     status, out, err = kforge(capsys, "run", write("big.fasm", ".data\n.zero 3000000000\n"))
     assert (status, out) == (2, "")
     assert err == "kforge: MemoryError: the host ran out of memory for this request\n"

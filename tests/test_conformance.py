@@ -38,7 +38,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 HAS_FAST_TIER = importlib.util.find_spec("kforge.fast") is not None
 RESULT_KEYS = {
     "state", "ticks_used", "ticks_remaining", "fault", "fault_detail", "pc", "output_hex", "stderr_hex",
-    "registers", "flags",
+    "registers", "flags", "output_text", "stderr_text",
 }  # fmt: skip
 _DIRECTIVE = re.compile(r"^;\s*(args|expect|expect-exit|expect-error):\s?(.*)$")
 

@@ -91,7 +91,16 @@ def result(
         "stderr_hex": stderr,
         "registers": registers,
         "flags": {**NO_FLAGS, "halt": state == "HALTED"},
+        "output_text": _text(output),
+        "stderr_text": _text(stderr),
     }
+
+
+def _text(hex_digits: str) -> str | None:
+    try:
+        return bytes.fromhex(hex_digits).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 EMPTY_ENV = {"r253": 8, "r255": 8}

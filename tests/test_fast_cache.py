@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 
+from kforge.cli import main
 from kforge.fast import FastTier, ModuleCache, default_data_dir
 from kforge.fast import tiering as tiering_module
+from kforge.fast.cache import DEFAULT_MAX_BYTES, MAX_BYTES_ENVIRONMENT, configured_max_bytes
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
@@ -109,3 +113,75 @@ def test_no_disk_cache_writes_nothing(tmp_path: Path, monkeypatch: pytest.Monkey
     with FastTier(disk_cache=False) as tier:
         _run_fast(tier)
     assert not (tmp_path / "fast-modules").exists()
+
+
+def _program(value: int) -> ForgeProgram:
+    return ForgeProgram((Instruction(Opcode.LI, rd=1, imm=value), Instruction(Opcode.HALT)))
+
+
+def _module_files(data_dir: Path) -> dict[str, Path]:
+    return {path.name[:64]: path for path in (data_dir / "fast-modules").glob("*.cwasm")}
+
+
+def test_the_cache_keeps_to_its_cap_and_the_least_recently_used_go_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second, third = (_program(value) for value in (1, 2, 3))
+    with FastTier(tmp_path) as tier:
+        tier.compile(first)
+    size = next(iter(_module_files(tmp_path).values())).stat().st_size
+    monkeypatch.setenv(MAX_BYTES_ENVIRONMENT, str(2 * size + size // 2))  # room for two
+    with FastTier(tmp_path) as tier:
+        time.sleep(0.02)
+        tier.compile(second)
+    time.sleep(0.02)
+    with FastTier(tmp_path) as tier:  # a new process finds the first on disk: a use
+        machine = Machine.load(first)
+        tier.run(machine, tier="fast")
+    time.sleep(0.02)
+    with FastTier(tmp_path) as tier:
+        tier.compile(third)
+    kept = _module_files(tmp_path)
+    assert set(kept) == {first.program_id.hex, third.program_id.hex}
+    assert ModuleCache(tmp_path).usage().total_bytes <= 2 * size + size // 2
+
+
+def test_a_cap_below_one_module_keeps_nothing_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_BYTES_ENVIRONMENT, "0")
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+    assert _module_files(tmp_path) == {}
+
+
+def test_a_misconfigured_cap_falls_back_to_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MAX_BYTES_ENVIRONMENT, "lots")
+    assert ModuleCache(tmp_path).max_bytes == DEFAULT_MAX_BYTES
+    with pytest.raises(ValueError, match=MAX_BYTES_ENVIRONMENT):
+        configured_max_bytes()
+
+
+def test_cache_info_and_clear_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(MAX_BYTES_ENVIRONMENT, raising=False)
+    with FastTier(tmp_path) as tier:
+        tier.compile(_program(1))
+        tier.compile(_program(2))
+    (tmp_path / "fast-modules" / "left-by-a-crash.tmp").write_bytes(b"partial")
+    assert main(["cache", "info", "--json", "--data-dir", str(tmp_path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["modules"] == 2 and info["bytes"] > 0
+    assert info["max_bytes"] == DEFAULT_MAX_BYTES
+    assert info["directory"] == str(tmp_path / "fast-modules")
+    assert main(["cache", "info", "--data-dir", str(tmp_path)]) == 0
+    assert "2 modules" in capsys.readouterr().out
+    assert main(["cache", "clear", "--data-dir", str(tmp_path)]) == 0
+    assert "removed 3 files" in capsys.readouterr().out
+    assert list((tmp_path / "fast-modules").iterdir()) == []
+    monkeypatch.setenv(MAX_BYTES_ENVIRONMENT, "lots")
+    assert main(["cache", "info", "--data-dir", str(tmp_path)]) == 2
+    assert MAX_BYTES_ENVIRONMENT in capsys.readouterr().err

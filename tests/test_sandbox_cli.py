@@ -43,23 +43,27 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
 ) -> None:
     status, out, _ = sandbox("create", _source(tmp_path), "--input", "first ")
     assert status == 0
-    sandbox_id = out.strip()
-    assert len(sandbox_id) == 64
+    short = out.strip()
+    assert len(short) == 12  # printed short, as git and docker do
 
-    status, out, _ = sandbox("status", sandbox_id, "--json")
+    status, out, _ = sandbox("status", short, "--json")
     assert json.loads(out)["state"] == "READY"
+    sandbox_id = json.loads(out)["sandbox"]
+    assert len(sandbox_id) == 64 and sandbox_id.startswith(short)
 
-    status, out, _ = sandbox("start", sandbox_id, "--json")
+    status, out, _ = sandbox("start", short[:4], "--json")
     started = json.loads(out)
     assert (status, started["state"], started["blocked_channel"]) == (0, "BLOCKED", 2)
 
-    status, out, _ = sandbox("result", sandbox_id)
-    assert status == 1 and "BLOCKED" in out  # not stopped yet: its status, exit 1
+    status, out, err = sandbox("result", short)
+    assert status == 1  # not stopped yet: what it wrote so far, and its state, exit 1
+    assert out == "first "
+    assert "BLOCKED on channel 2" in err and short in err
 
     status, out, _ = sandbox("deliver", sandbox_id, "second", "--json")
     assert json.loads(out)["state"] == "HALTED"
 
-    status, out, _ = sandbox("result", sandbox_id, "--json")
+    status, out, _ = sandbox("result", short, "--json")
     result = json.loads(out)
     assert status == 0
     assert bytes.fromhex(result["output_hex"]) == b"first second"
@@ -67,6 +71,58 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
 
     status, out, _ = sandbox("list", "--json")
     assert [json.loads(line)["sandbox"] for line in out.splitlines()] == [sandbox_id]
+
+
+def test_start_and_deliver_show_the_output_they_cause(sandbox: Any, tmp_path: Path) -> None:
+    _, out, _ = sandbox("create", _source(tmp_path), "--input", "one ")
+    short = out.strip()
+    status, out, err = sandbox("start", short)
+    assert (status, out) == (0, "one ")
+    assert err.startswith(short) and "BLOCKED on channel 2" in err
+    status, out, err = sandbox("deliver", short, "two")
+    assert (status, out) == (0, "two")  # only what this delivery made it write
+    assert "HALTED" in err
+    status, out, err = sandbox("output", short)
+    assert (status, out, err) == (0, "one two", "")
+
+
+def test_output_shows_a_blocked_sandbox_s_output_and_follows_it(
+    sandbox: Any, tmp_path: Path
+) -> None:
+    _, out, _ = sandbox("create", _source(tmp_path), "--input", "so far")
+    short = out.strip()
+    sandbox("start", short)
+    status, out, _ = sandbox("output", short, "--follow")  # blocked: nothing more comes
+    assert (status, out) == (0, "so far")
+    status, out, _ = sandbox("output", short, "--json")
+    values = json.loads(out)
+    assert (values["state"], bytes.fromhex(values["output_hex"])) == ("BLOCKED", b"so far")
+
+
+def test_an_id_prefix_must_name_exactly_one_sandbox(sandbox: Any, tmp_path: Path) -> None:
+    ids = []
+    for _ in range(17):  # 16 hex digits: some two ids share their first
+        _, out, _ = sandbox("create", _source(tmp_path, "HALT\n"), "--json")
+        ids.append(json.loads(out)["sandbox"])
+    shared = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
+    status, out, err = sandbox("status", shared)
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and "give more digits" in err
+    unused = next(
+        digit for digit in "0123456789abcdef" if not any(i.startswith(digit * 2) for i in ids)
+    )
+    status, out, err = sandbox("status", unused * 2)
+    assert (status, out) == (2, "") and f"no sandbox id starts with {unused * 2}" in err
+    status, out, _ = sandbox("status", ids[0][:10].upper())
+    assert status == 0 and out.startswith(ids[0][:12])
+
+
+def test_bare_sandbox_prints_its_actions(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["sandbox"])
+    out, err = capsys.readouterr()
+    assert (status, err) == (0, "")
+    for action in ("create", "start", "deliver", "output", "result", "kill", "list", "run"):
+        assert action in out
 
 
 def test_run_creates_and_runs_in_one_command(sandbox: Any, tmp_path: Path) -> None:
@@ -96,9 +152,10 @@ def test_kill_stops_a_blocked_sandbox_and_a_second_kill_is_refused(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("status", "abc"), "Hash256 hex must be 64 digits"),
+        (("status", "xyz"), "expected a sandbox id or a prefix of one"),
         (("status", "ab" * 32), "sandbox not found"),
         (("deliver", "ab" * 32), "give the message as TEXT or --file"),
+        (("output", "ab" * 32, "-f"), "sandbox not found"),
         (("create", "/nonexistent/program.fasm"), "cannot read"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,6 +133,27 @@ def test_a_sandbox_runs_to_halted_and_reports_its_output(agent: Agent) -> None:
     assert bytes.fromhex(result["output"]) == b"done"
     assert agent.ok("GET", f"/v1/sandboxes/{sandbox}")["ticks_used"] == result["ticks_used"]
     assert sandbox in [s["id"] for s in agent.ok("GET", "/v1/sandboxes")["sandboxes"]]
+
+
+def test_a_sandbox_is_listed_with_its_program_name_creation_time_and_fault(
+    agent: Agent,
+) -> None:
+    started_ms = int(time.time() * 1000)
+    named = agent.ok("POST", "/v1/programs", {"assembly": "FAULT 42", "name": "answer.fasm"}, 201)
+    code = named["program_id"]
+    body = {"code": code, "memory_quota": 4096, "tick_budget": 1000}
+    sandbox = agent.ok("POST", "/v1/sandboxes", body, 201)["sandbox_id"]
+    unnamed = agent.create("HALT")
+    before = agent.ok("GET", f"/v1/sandboxes/{sandbox}")
+    assert (before["program_id"], before["program_name"]) == (code, "answer.fasm")
+    assert before["fault"] is None
+    assert started_ms - 1000 <= before["created_at_ms"] <= int(time.time() * 1000) + 1000
+    agent.run_to_end(sandbox)
+    listed = {s["id"]: s for s in agent.ok("GET", "/v1/sandboxes")["sandboxes"]}
+    assert (listed[sandbox]["fault"], listed[sandbox]["fault_detail"]) == ("USER_FAULT", 42)
+    assert listed[sandbox]["program_name"] == "answer.fasm"
+    assert listed[unnamed]["program_name"] is None  # named by no upload: the id is shown
+    assert len(listed[unnamed]["program_id"]) == 64
 
 
 def test_msgpack_bodies_and_replies(agent: Agent) -> None:

@@ -7,6 +7,7 @@ when ``KFORGE_SAVE_SCREENSHOTS=1``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,5 +158,73 @@ def test_debugger_steps_and_runs_a_program(browser: Any, live: LiveServer, shots
     assert page.text_content("#r1") == "r1 = 0xf"
     assert "00000f" in page.text_content("#stack") or "0xf" in page.text_content("#stack")
     page.screenshot(path=str(shots / "debugger-halted.png"))
+    assert page.errors == []
+    page.close()
+
+
+def test_dashboard_lists_program_name_creation_time_and_fault(
+    browser: Any, live: LiveServer, shots: Path
+) -> None:
+    agent = Agent(live.base_url)
+    code = agent.ok("POST", "/v1/programs", {"assembly": "FAULT 7", "name": "seven.fasm"}, 201)[
+        "program_id"
+    ]
+    body = {"code": code, "memory_quota": 4096, "tick_budget": 1000}
+    sandbox = agent.ok("POST", "/v1/sandboxes", body, 201)["sandbox_id"]
+    agent.run_to_end(sandbox)
+    page = new_page(browser)
+    page.goto(f"{live.base_url}/dashboard/#token={live.dev_token}")
+    row = f'tr[data-id="{sandbox}"][data-state="FAULTED"]'
+    page.wait_for_selector(row, timeout=10_000)
+    assert page.text_content(f"{row} td.program") == "seven.fasm"
+    assert page.text_content(f"{row} td.fault") == "USER_FAULT 7"
+    created = page.text_content(f"{row} td.created") or ""
+    assert re.fullmatch(r"\d{1,2}:\d{2}:\d{2}( [AP]M)?", created), created
+    page.screenshot(path=str(shots / "dashboard-table.png"))
+    assert page.errors == []
+    page.close()
+    agent.close()
+
+
+CALLS = """; a function that calls another
+        LI   r1, 0
+        CALL twice
+        HALT
+twice:  CALL once
+        CALL once
+        RET
+once:   LI   r2, 1
+        ADD  r1, r1, r2
+        RET
+"""
+
+
+def test_debugger_shows_labels_and_steps_over_and_out(
+    browser: Any, live: LiveServer, shots: Path
+) -> None:
+    page = new_page(browser)
+    page.goto(f"{live.base_url}/dashboard/debugger.html#token={live.dev_token}")
+    page.fill("#source", CALLS)
+    page.click("#load")
+    page.wait_for_selector("#session-panel:not([hidden])", timeout=5_000)
+    labels = [text.strip() for text in page.locator("#code div.label").all_text_contents()]
+    assert labels == ["twice:", "once:"]
+    assert "CALL twice" in (page.text_content('#code div[data-index="1"]') or "")
+    page.click("#step")
+    page.wait_for_selector("#pc:text-is('1')")
+    page.click("#step-over")  # the whole call to twice
+    page.wait_for_selector("#pc:text-is('2')")
+    assert page.text_content("#stop") == "step_over"
+    assert page.text_content("#r1") == "r1 = 0x2"
+    page.click("#load")  # again, into the functions this time
+    page.wait_for_selector("#pc:text-is('0')")
+    for _ in range(3):
+        page.click("#step")
+    page.wait_for_selector("#pc:text-is('6')")
+    assert page.text_content("#where") == "in once"
+    page.click("#step-out")
+    page.wait_for_selector("#pc:text-is('4')")
+    assert page.text_content("#where") == "in twice+1"
+    page.screenshot(path=str(shots / "debugger-step-out.png"))
     assert page.errors == []
     page.close()

@@ -155,3 +155,89 @@ def test_sessions_per_agent_are_limited(agent: Agent) -> None:
     assert agent.request("POST", "/v1/debug", {"assembly": "HALT"}).status_code == 429
     for session in sessions:
         agent.ok("DELETE", f"/v1/debug/{session}")
+
+
+CALLS = """
+        LI   r1, 0
+        CALL twice          ; 1
+        CALL twice          ; 2
+        HALT                ; 3
+twice:  CALL once           ; 4
+        CALL once           ; 5
+        RET                 ; 6
+once:   LI   r2, 1          ; 7
+        ADD  r1, r1, r2     ; 8
+        RET                 ; 9
+"""
+
+
+def test_the_view_names_instructions_by_their_labels(agent: Agent) -> None:
+    view = agent.ok("POST", "/v1/debug", {"assembly": CALLS}, 201)
+    assert view["labels"] == {"4": ["twice"], "7": ["once"]}
+    assert view["code"][1] == "CALL twice" and view["code"][4] == "CALL once"
+    assert view["source"] is None and view["sources"] is None  # assembly records no source
+
+
+def test_a_stored_program_is_labelled_by_its_code_symbols(agent: Agent) -> None:
+    exported = CALLS + "\n.export once\n"
+    stored = agent.ok("POST", "/v1/programs", {"assembly": exported}, 201)["program_id"]
+    view = agent.ok("POST", "/v1/debug", {"program_id": stored}, 201)
+    assert view["labels"] == {"7": ["once"]}
+    assert view["code"][5] == "CALL once"
+
+
+def test_step_over_runs_a_call_to_its_return(agent: Agent) -> None:
+    session = agent.ok("POST", "/v1/debug", {"assembly": CALLS}, 201)["session_id"]
+    view = agent.ok("POST", f"/v1/debug/{session}/step_over", {})
+    assert (view["pc"], view["last_stop"]) == (1, "step_limit")  # LI: one step, as step
+    view = agent.ok("POST", f"/v1/debug/{session}/step_over", {})
+    assert (view["pc"], view["last_stop"], view["registers"][1]) == (2, "step_over", "0x2")
+    assert view["stack"] == []
+    assert 1 in view["changed"] and 2 in view["changed"]
+
+
+def test_step_out_returns_from_the_current_function(agent: Agent) -> None:
+    session = agent.ok("POST", "/v1/debug", {"assembly": CALLS, "breakpoints": [8]}, 201)[
+        "session_id"
+    ]
+    view = agent.ok("POST", f"/v1/debug/{session}/run", {})
+    assert (view["pc"], view["last_stop"]) == (8, "breakpoint")  # inside once, from twice
+    agent.ok("PUT", f"/v1/debug/{session}/breakpoints", {"breakpoints": []})
+    view = agent.ok("POST", f"/v1/debug/{session}/step_out", {})
+    assert (view["pc"], view["last_stop"]) == (5, "step_out")  # back in twice
+    view = agent.ok("POST", f"/v1/debug/{session}/step_out", {})
+    assert (view["pc"], view["last_stop"], view["registers"][1]) == (2, "step_out", "0x2")
+    view = agent.ok("POST", f"/v1/debug/{session}/step_out", {})  # from the top: to the end
+    assert view["state"] == "HALTED" and view["registers"][1] == "0x4"
+
+
+def test_step_over_stops_at_a_breakpoint_inside_the_call(agent: Agent) -> None:
+    session = agent.ok("POST", "/v1/debug", {"assembly": CALLS, "breakpoints": [7]}, 201)[
+        "session_id"
+    ]
+    agent.ok("POST", f"/v1/debug/{session}/step", {})
+    view = agent.ok("POST", f"/v1/debug/{session}/step_over", {})
+    assert (view["pc"], view["last_stop"]) == (7, "breakpoint")
+
+
+def test_step_over_a_recursive_call_waits_for_its_own_return(agent: Agent) -> None:
+    countdown = """
+            LI   r1, 3
+            LI   r2, 1
+            CALL down       ; 2
+            HALT            ; 3
+    down:   JZ   r1, done   ; 4
+            SUB  r1, r1, r2
+            CALL down       ; 6: returns to 7 three times, deeper each time
+            ADD  r3, r3, r2
+    done:   RET
+    """
+    session = agent.ok("POST", "/v1/debug", {"assembly": countdown, "breakpoints": [6]}, 201)[
+        "session_id"
+    ]
+    view = agent.ok("POST", f"/v1/debug/{session}/run", {})
+    assert view["pc"] == 6
+    agent.ok("PUT", f"/v1/debug/{session}/breakpoints", {"breakpoints": []})
+    view = agent.ok("POST", f"/v1/debug/{session}/step_over", {})
+    assert (view["pc"], view["last_stop"]) == (7, "step_over")
+    assert view["registers"][3] == "0x2"  # the two deeper frames have finished, this one not

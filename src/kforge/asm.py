@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, NoReturn, TypeVar
 
-from kforge.core import InvalidProgram
+from kforge.core import InvalidProgram, show_name
 from kforge.isa import OPCODE_BY_MNEMONIC, REGISTER_COUNT, WORD_MASK, Instruction, OpInfo
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
 
-__all__ = ["AssemblyError", "assemble", "is_label_name"]
+__all__ = ["AssemblyError", "assemble", "assemble_with_labels", "is_label_name"]
 
 _T = TypeVar("_T")
 
@@ -656,7 +656,7 @@ def _check_unused_fields(insn: Instruction, head: _Token) -> None:
 
 def _add_symbol(found: dict[bytes, Symbol], token: _Token, symbol: Symbol) -> None:
     if symbol.name in found:
-        _fail(token, f"expected each symbol name once, found {symbol.name!r} again")
+        _fail(token, f"expected each symbol name once, found {show_name(symbol.name)} again")
     found[symbol.name] = symbol
 
 
@@ -683,10 +683,25 @@ _DIRECTIVES: Final[dict[str, _Handler]] = {
 
 def assemble(text: str, filename: str = "<input>") -> ForgeProgram:
     """Assemble ``.fasm`` text; raises ``AssemblyError`` (``FILE:LINE:COL: message``)."""
+    return assemble_with_labels(text, filename)[0]
+
+
+def assemble_with_labels(
+    text: str, filename: str = "<input>"
+) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
+    """:func:`assemble`, and the code labels of the text by instruction index (in order).
+
+    The program keeps only exported names; a debugger shows every label.
+    """
     assembler = _Assembler()
     try:
         for number, line in enumerate(text.split("\n"), start=1):
             assembler.feed_line(number, line)
-        return assembler.finish()
+        program = assembler.finish()
     except _Problem as problem:
         raise AssemblyError(filename, problem.line, problem.column, problem.message) from None
+    labels: dict[int, tuple[str, ...]] = {}
+    for name, label in assembler.labels.items():
+        if label.kind is SymbolKind.CODE:
+            labels[label.value] = (*labels.get(label.value, ()), name)
+    return program, labels

@@ -266,9 +266,13 @@ class Client:
 
     # ------------------------------------------------------------------ the engine's shape
 
-    async def put_program(self, program: ForgeProgram) -> Hash256:
-        """Store ``program`` in the server's vault; returns its id."""
-        reply = await self._send("POST", "/v1/programs", {"program": program.encoded})
+    async def put_program(self, program: ForgeProgram, *, name: str | None = None) -> Hash256:
+        """Store ``program`` in the server's vault; returns its id.  ``name``: what the
+        dashboard calls it."""
+        body: dict[str, Any] = {"program": program.encoded}
+        if name is not None:
+            body["name"] = name
+        reply = await self._send("POST", "/v1/programs", body)
         return _hash(reply["program_id"])
 
     async def create_sandbox(self, request: CreateSandbox) -> Hash256:

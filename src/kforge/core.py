@@ -35,6 +35,7 @@ __all__ = [
     "UnresolvedSymbol",
     "VaultFetchFailed",
     "default_data_dir",
+    "show_name",
 ]
 
 #: The environment variable naming kforge's data directory.
@@ -209,12 +210,25 @@ class InvalidProgram(ForgeError):
         self.reason = reason
 
 
+def show_name(raw: bytes) -> str:
+    """A name held as bytes (a symbol, a magic number) as a message shows it: ``'gcd'``.
+
+    Not ``b'gcd'``: people read these messages.  Bytes that are not UTF-8 are
+    shown as hex (``0xff00``), other unprintable text with escapes.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + raw.hex()
+    return f"'{text}'" if text.isprintable() else repr(text)
+
+
 class UnresolvedSymbol(ForgeError):
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
 
     def __init__(self, symbol: bytes) -> None:
-        super().__init__(f"link resolution failed: unresolved symbol {symbol!r}")
+        super().__init__(f"link resolution failed: unresolved symbol {show_name(symbol)}")
         self.symbol = symbol
 
 

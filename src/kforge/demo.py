@@ -9,6 +9,8 @@ result, times the reference tier against the fast tier, then starts
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import shlex
 import signal
 import socket
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from kforge.cli import load_program, main
 from kforge.machine import Machine
+from kforge.terminal import paint
 from kforge.tiers import run_on_tier
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -27,14 +30,27 @@ INPUTS = {"echo": "ping", "reverse": "stressed", "checksum": "Wikipedia"}
 
 
 def _heading(title: str) -> None:
-    print(f"\n\033[1m== {title}\033[0m", flush=True)
+    print("\n" + paint(f"== {title}", "bold", sys.stdout), flush=True)
 
 
 def _kforge(*args: str) -> int:
+    """Run a ``kforge`` command as typed at a shell, its output shown as the shell would."""
     print(f"$ kforge {shlex.join(args)}", flush=True)
-    status = main(list(args))
+    raw = io.BytesIO()
+    captured = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(captured):
+        status = main(list(args))
+    output = raw.getvalue()
+    sys.stdout.write(output.decode("utf-8", "replace"))
+    if output and not output.endswith(b"\n"):
+        sys.stdout.write("\n")  # the program printed no newline; the next prompt gets its own line
     sys.stdout.flush()
     return status
+
+
+def _text(output: bytes) -> str:
+    """Program output for one line of the demo: its text, newlines shown as \\n."""
+    return output.decode("utf-8", "replace").replace("\n", "\\n")
 
 
 def _assemble_all(workdir: Path) -> dict[str, Path]:
@@ -57,10 +73,11 @@ def _run_all(built: dict[str, Path]) -> None:
 
 
 def _show_fault(workdir: Path) -> None:
-    _heading("a fault: divide by zero, reported with its pc and instruction")
+    _heading("a fault: one line on stderr, exit status 1; --summary and --json say more")
     source = workdir / "divide.fasm"
     source.write_text("LI r1, 7\nLI r2, 0\nDIV r3, r1, r2\nHALT\n")
     _kforge("run", str(source))
+    _kforge("run", str(source), "--summary")
     _kforge("run", str(source), "--json")
     _heading("an assembly error names file, line and column")
     broken = workdir / "broken.fasm"
@@ -78,7 +95,7 @@ def _compare_tiers(built: dict[str, Path]) -> None:
         elapsed = time.perf_counter() - started
         rate = machine.ticks_used / elapsed / 1e6
         print(
-            f"   {tier:<9} {machine.state.value} {bytes(machine.stdout)!r} "
+            f"   {tier:<9} {machine.state.value} {_text(bytes(machine.stdout))} "
             f"{machine.ticks_used} ticks in {elapsed * 1e3:.1f} ms ({rate:.1f} M ticks/s)"
         )
 
@@ -113,7 +130,7 @@ async def _scripted_session(url: str, built: dict[str, Path]) -> None:
     async with Client(url, AgentKey.generate()) as engine:
         print(f"   agent {engine.agent_id.hex[:16]}… signed in")
         for name, path in built.items():
-            code = await engine.put_program(load_program(str(path)))
+            code = await engine.put_program(load_program(str(path)), name=path.stem)
             request = CreateSandbox(
                 engine.agent_id, code, 65_536, 1_000_000, input=INPUTS.get(name, "").encode()
             )
@@ -122,7 +139,7 @@ async def _scripted_session(url: str, built: dict[str, Path]) -> None:
             result = await engine.wait(sandbox)
             print(
                 f"   {name:<10} sandbox {sandbox.hex[:12]}… {result.state.value:<8} "
-                f"{result.ticks_used:>7} ticks  output {result.output!r}"
+                f"{result.ticks_used:>7} ticks  output {_text(result.output)}"
             )
 
 

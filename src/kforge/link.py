@@ -36,7 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kforge.core import ForgeError, Hash256, InvalidProgram, UnresolvedSymbol, VaultFetchFailed
+from kforge.core import (
+    ForgeError,
+    Hash256,
+    InvalidProgram,
+    UnresolvedSymbol,
+    VaultFetchFailed,
+    show_name,
+)
 from kforge.isa import OPCODES, WORD_MASK, Instruction
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
 
@@ -104,7 +111,7 @@ def _label(pieces: Sequence[_Piece], index: int) -> str:
 
 
 def _show(name: bytes) -> str:
-    return repr(name.decode("utf-8", "replace"))
+    return show_name(name)
 
 
 def _fetch(fetch: Fetch, object_id: Hash256) -> ForgeProgram:

@@ -24,7 +24,7 @@ from enum import IntEnum
 from functools import cached_property
 from typing import Final
 
-from kforge.core import Hash256, InvalidProgram
+from kforge.core import Hash256, InvalidProgram, show_name
 from kforge.isa import INSTRUCTION_SIZE, Instruction, decode_instruction, encode_instruction
 
 __all__ = [
@@ -175,7 +175,7 @@ def decode_program(blob: bytes) -> ForgeProgram:
     reader = _Reader(blob)
     magic, version, flags, entry = _HEADER.unpack(reader.take(_HEADER.size, "header"))
     if magic != MAGIC:
-        raise InvalidProgram(f"bad magic {magic!r} at byte 0, expected {MAGIC!r}")
+        raise InvalidProgram(f"bad magic {show_name(magic)} at byte 0, expected {show_name(MAGIC)}")
     if version != FORMAT_VERSION:
         raise InvalidProgram(f"unsupported version {version} at byte 4, expected 1")
     if flags != 0:
@@ -215,7 +215,7 @@ def _decode_symbols(reader: _Reader) -> tuple[Symbol, ...]:
         kind = reader.unpack(_U8, "symbol kind")
         value = reader.unpack(_U64, "symbol value")
         if kind not in SymbolKind._value2member_map_:
-            raise InvalidProgram(f"symbol {name!r} (byte {at}): unknown kind {kind}")
+            raise InvalidProgram(f"symbol {show_name(name)} (byte {at}): unknown kind {kind}")
         symbols.append(Symbol(name, SymbolKind(kind), value))
     return tuple(symbols)
 
@@ -272,10 +272,10 @@ def _validate_symbols(symbols: tuple[Symbol, ...]) -> None:
         if len(symbol.name) > _MAX_U16:
             raise InvalidProgram(f"symbol name of {len(symbol.name)} bytes is too long")
         if not 0 <= symbol.value < 1 << 64:
-            raise InvalidProgram(f"symbol {symbol.name!r}: value does not fit 64 bits")
+            raise InvalidProgram(f"symbol {show_name(symbol.name)}: value does not fit 64 bits")
         if previous is not None and symbol.name <= previous:
             problem = "duplicate" if symbol.name == previous else "unsorted"
-            raise InvalidProgram(f"{problem} symbol name {symbol.name!r}")
+            raise InvalidProgram(f"{problem} symbol name {show_name(symbol.name)}")
         previous = symbol.name
 
 

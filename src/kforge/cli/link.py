@@ -16,19 +16,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kforge.core import Hash256, VaultFetchFailed
-from kforge.link import derive_imports, link
-from kforge.program import ForgeProgram
+from kforge.cli.options import STDIO, load_program, write_output
+
+if TYPE_CHECKING:
+    from kforge.core import Hash256
+    from kforge.program import ForgeProgram
 
 __all__ = ["COMMANDS", "add_commands", "command_link"]
 
 
 def command_link(args: argparse.Namespace) -> int:
     """Link ``args.main`` with ``args.libraries`` and write ``args.output``; returns 0."""
-    from kforge.cli.options import CliError, load_program
+    from kforge.core import VaultFetchFailed
+    from kforge.link import derive_imports, link
 
     program = load_program(args.main)
     libraries = [load_program(path) for path in args.libraries]
@@ -42,11 +44,9 @@ def command_link(args: argparse.Namespace) -> int:
 
     imports = derive_imports(program, libraries)
     linked = link(program, imports, fetch)
-    try:
-        Path(args.output).write_bytes(linked.encoded)
-    except OSError as error:
-        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
-    sys.stdout.write(
+    write_output(args.output, linked.encoded, "FRGP bytes")
+    # With the program itself on stdout, the line about it goes to stderr.
+    (sys.stderr if args.output == STDIO else sys.stdout).write(
         f"{args.output}: {linked.program_id} ({len(linked.code)} instructions, "
         f"{len(linked.data)} data bytes, {len(imports)} imports)\n"
     )
@@ -63,5 +63,7 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "libraries", metavar="LIB", nargs="+", help="libraries whose exports it imports"
     )
-    parser.add_argument("-o", "--output", required=True, help="where to write the FRGP bytes")
+    parser.add_argument(
+        "-o", "--output", required=True, help="where to write the FRGP bytes (- for stdout)"
+    )
     parser.set_defaults(handler=command_link)

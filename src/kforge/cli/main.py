@@ -1,42 +1,76 @@
 """The ``kforge`` command: assemble, disassemble, run and trace Forge programs.
 
-Every error is one line on stderr and exit status 2; a run exits 0 when the
-machine HALTED and 1 when it FAULTED or BLOCKED.
+``kforge run`` behaves like ``python prog.py``: the program's stdout (channel 0)
+goes to stdout and its stderr (channel 1) to stderr, byte for byte; the exit
+status is 0 when the machine HALTED and 1 when it FAULTED or BLOCKED (then one
+line on stderr says what happened).  ``--summary`` shows a readable report
+instead, ``--json`` one JSON object.  Every error is one line on stderr and
+exit status 2.
+
+Start-up is kept short: this module and the command modules import only what
+building the parser needs; each command imports the rest when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
+from kforge import __version__
+from kforge.cli import cache as cache_cli
 from kforge.cli import link as link_cli
 from kforge.cli import proofs as proofs_cli
 from kforge.cli import registry as registry_cli
 from kforge.cli import sandbox as sandbox_cli
 from kforge.cli import server as server_cli
 from kforge.cli import starlark as starlark_cli
-from kforge.cli.options import CliError, add_machine_options, load_program, read_input
+from kforge.cli.options import (
+    CliError,
+    Parser,
+    add_machine_options,
+    load_program,
+    read_input,
+    show_help,
+    write_bytes,
+    write_output,
+)
 from kforge.core import ForgeError
-from kforge.disasm import disassemble, format_instruction
-from kforge.machine import Machine, MachineState
-from kforge.tiers import run_on_tier
+from kforge.terminal import STATE_STYLES, paint
+
+if TYPE_CHECKING:
+    from kforge.machine import Machine
 
 __all__ = ["CliError", "load_program", "main", "result_json"]
 
+#: Ticks a run spends in the interpreter before the fast tier is even loaded: a
+#: short program has finished by then, and never pays for importing wasmtime.
+_INTERPRETED_FIRST_TICKS: Final = 20_000
+#: Ticks between two copies of new output to the terminal while a program runs.
+_SLICE_TICKS: Final = 1_000_000
+#: Set (to anything) to see the traceback of an internal error instead of its one line.
+TRACEBACK_ENVIRONMENT: Final = "KFORGE_TRACEBACK"
+#: 128 + SIGPIPE: the status of a process that wrote to a pipe nobody reads any more.
+_BROKEN_PIPE_STATUS: Final = 141
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        command = self.prog.partition(" ")[2]  # "kforge sandbox status" -> "sandbox status"
-        raise CliError(f"{command}: {message}" if command else message)
+
+def _text_or_none(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def result_json(machine: Machine) -> dict[str, Any]:
-    """The result object of ``kforge run --json``."""
+    """The result object of ``kforge run --json``.
+
+    The keys up to ``flags`` are the specification's (§9); ``output_text`` and
+    ``stderr_text`` repeat the bytes as text when they are valid UTF-8, else null.
+    """
     flags = machine.flags
+    output, stderr = bytes(machine.stdout), bytes(machine.stderr)
     return {
         "state": machine.state.value,
         "ticks_used": machine.ticks_used,
@@ -44,8 +78,8 @@ def result_json(machine: Machine) -> dict[str, Any]:
         "fault": machine.fault.name if machine.fault is not None else None,
         "fault_detail": machine.fault_detail,
         "pc": machine.pc,
-        "output_hex": bytes(machine.stdout).hex(),
-        "stderr_hex": bytes(machine.stderr).hex(),
+        "output_hex": output.hex(),
+        "stderr_hex": stderr.hex(),
         "registers": {f"r{i}": value for i, value in enumerate(machine.registers) if value},
         "flags": {
             "zero": flags.zero,
@@ -53,44 +87,81 @@ def result_json(machine: Machine) -> dict[str, Any]:
             "overflow": flags.overflow,
             "halt": flags.halt,
         },
+        "output_text": _text_or_none(output),
+        "stderr_text": _text_or_none(stderr),
     }
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(prog="kforge", description="Forge machine tools")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _build_parser() -> Parser:
+    parser = Parser(
+        prog="kforge",
+        description="Forge machine tools: assemble, run, trace, prove, link, serve.",
+        epilog="Run 'kforge COMMAND --help' for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"kforge {__version__}")
+    parser.set_defaults(handler=lambda args: show_help(parser))
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     asm = commands.add_parser("asm", help="assemble a .fasm file to FRGP bytes")
-    asm.add_argument("file")
-    asm.add_argument("-o", "--output", required=True, help="where to write the FRGP bytes")
+    asm.add_argument("file", help="assembly text (- for stdin)")
+    asm.add_argument(
+        "-o", "--output", required=True, help="where to write the FRGP bytes (- for stdout)"
+    )
+    asm.set_defaults(handler=_command_asm)
 
     dis = commands.add_parser("disasm", help="disassemble FRGP bytes (or assembly) to text")
-    dis.add_argument("file")
+    dis.add_argument("file", help="FRGP bytes or assembly text (- for stdin)")
+    dis.set_defaults(handler=_command_disasm)
 
-    run = commands.add_parser("run", help="run a program and report its result")
-    run.add_argument("file")
-    run.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    run.add_argument("--trace", action="store_true", help="print each executed instruction")
+    run = commands.add_parser(
+        "run",
+        help="run a program: its stdout and stderr as they are",
+        description="Run a program. Its stdout (channel 0) goes to stdout and its stderr "
+        "(channel 1) to stderr, unchanged; exit status 0 when it halted, 1 when it faulted "
+        "or blocked (then one line on stderr says what happened), 2 when it could not run.",
+    )
+    run.add_argument("file", help="assembly text or FRGP bytes (- for stdin)")
+    report = run.add_mutually_exclusive_group()
+    report.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    report.add_argument(
+        "-v",
+        "--summary",
+        action="store_true",
+        help="print a readable report (output, state, ticks, fault, registers) instead",
+    )
+    run.add_argument(
+        "--trace",
+        action="store_true",
+        help="print each executed instruction first (on stderr with --json)",
+    )
     add_machine_options(run)
+    run.set_defaults(handler=_command_run)
+
     proofs_cli.add_commands(commands)
     link_cli.add_commands(commands)
     registry_cli.add_commands(commands)
     server_cli.add_commands(commands)
     sandbox_cli.add_commands(commands)
+    cache_cli.add_commands(commands)
     starlark_cli.add_commands(commands)
     return parser
 
 
+def _instruction_at(machine: Machine, pc: int) -> str:
+    from kforge.disasm import format_instruction
+
+    return format_instruction(machine.code[pc]) if pc < len(machine.code) else "outside the code"
+
+
 def _trace(machine: Machine, out: TextIO) -> None:
     """Step the machine, printing pc, ticks after, the instruction and changed registers."""
+    from kforge.machine import MachineState
+
     while machine.state in (MachineState.READY, MachineState.RUNNING):
         pc = machine.pc
         before = list(machine.registers)
         machine.step()
-        if pc < len(machine.code):
-            text = format_instruction(machine.code[pc])
-        else:
-            text = "<outside the code>"
+        text = _instruction_at(machine, pc)
         changes = " ".join(
             f"r{i}={value}"
             for i, (old, value) in enumerate(zip(before, machine.registers, strict=True))
@@ -99,7 +170,66 @@ def _trace(machine: Machine, out: TextIO) -> None:
         out.write(f"{pc:>6}  {machine.ticks_used:>10}  {text:<28} {changes}".rstrip() + "\n")
 
 
-def _summary(machine: Machine) -> str:
+class _OutputCopier:
+    """Copies what a machine wrote on stdout and stderr to ours, as it grows."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.stdout_at = 0
+        self.stderr_at = 0
+
+    def __call__(self) -> None:
+        stdout, stderr = self.machine.stdout, self.machine.stderr
+        if len(stdout) > self.stdout_at:
+            write_bytes(sys.stdout, bytes(stdout[self.stdout_at :]))
+            self.stdout_at = len(stdout)
+        if len(stderr) > self.stderr_at:
+            write_bytes(sys.stderr, bytes(stderr[self.stderr_at :]))
+            self.stderr_at = len(stderr)
+
+
+def _nothing() -> None:
+    """What a run copies as it goes when its output is reported at the end instead."""
+
+
+def _run_to_stop(machine: Machine, tier: str, after_slice: Callable[[], None]) -> None:
+    """Run until the machine halts, faults or blocks, calling ``after_slice`` now and then."""
+    from kforge.machine import MachineState
+    from kforge.tiers import run_on_tier
+
+    running = (MachineState.READY, MachineState.RUNNING)
+    if tier == "auto":
+        machine.run(_INTERPRETED_FIRST_TICKS)
+        after_slice()
+    while machine.state in running:
+        run_on_tier(machine, tier, max_ticks=_SLICE_TICKS)
+        after_slice()
+
+
+def _stop_line(machine: Machine) -> str | None:
+    """One line saying why a machine that did not halt stopped; ``None`` when it halted."""
+    from kforge.isa import Channel, FaultCode
+
+    where = _instruction_at(machine, machine.pc)
+    after = f"at pc {machine.pc} ({where}) after {machine.ticks_used} ticks"
+    if machine.fault is not None:
+        detail = f" {machine.fault_detail}" if machine.fault_detail is not None else ""
+        hint = "; give more with --ticks" if machine.fault is FaultCode.OUT_OF_TICKS else ""
+        return f"FAULTED: {machine.fault.name}{detail} {after}{hint}"
+    if machine.blocked_channel is not None:
+        channel = machine.blocked_channel
+        hint = (
+            "; a run delivers one stdin message (--input), 'kforge sandbox deliver' more"
+            if channel == Channel.STDIN
+            else ""
+        )
+        return f"BLOCKED: waiting for a message on channel {channel} {after}{hint}"
+    return None
+
+
+def _summary(machine: Machine, out: TextIO) -> str:
+    from kforge.machine import MachineState
+
     lines = []
     output = bytes(machine.stdout)
     if output:
@@ -108,17 +238,14 @@ def _summary(machine: Machine) -> str:
         lines += [f"  {line}" for line in text.splitlines() or [""]]
     else:
         lines.append("output: (none)")
+    state = paint(machine.state.value, STATE_STYLES.get(machine.state.value), out)
     lines.append(
-        f"state:  {machine.state.value} at pc {machine.pc} after {machine.ticks_used} ticks "
+        f"state:  {state} at pc {machine.pc} after {machine.ticks_used} ticks "
         f"({machine.ticks_remaining} of {machine.tick_budget} left)"
     )
     if machine.fault is not None:
-        where = (
-            format_instruction(machine.code[machine.pc])
-            if machine.pc < len(machine.code)
-            else "outside the code"
-        )
         detail = f" (user code {machine.fault_detail})" if machine.fault_detail is not None else ""
+        where = _instruction_at(machine, machine.pc)
         lines.append(f"fault:  {machine.fault.name}{detail} at pc {machine.pc}: {where}")
     if machine.state is MachineState.BLOCKED:
         lines.append(f"blocked on channel {machine.blocked_channel}")
@@ -133,20 +260,22 @@ def _summary(machine: Machine) -> str:
 
 
 def _command_asm(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
-    try:
-        Path(args.output).write_bytes(program.encoded)
-    except OSError as error:
-        raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    write_output(args.output, load_program(args.file).encoded, "FRGP bytes")
     return 0
 
 
 def _command_disasm(args: argparse.Namespace) -> int:
+    from kforge.disasm import disassemble
+
     sys.stdout.write(disassemble(load_program(args.file)))
     return 0
 
 
 def _command_run(args: argparse.Namespace) -> int:
+    import json
+
+    from kforge.machine import Machine, MachineState
+
     program = load_program(args.file, memory_quota=args.memory)
     machine = Machine.load(
         program,
@@ -156,19 +285,22 @@ def _command_run(args: argparse.Namespace) -> int:
         environment=dict(args.env),
         grants=args.grant,
     )
+    raw = not (args.json or args.summary)
+    copy_output: Callable[[], None] = _OutputCopier(machine) if raw else _nothing
     if args.trace:
         _trace(machine, sys.stderr if args.json else sys.stdout)
+        copy_output()
     else:
-        run_on_tier(machine, args.tier)
+        _run_to_stop(machine, args.tier, copy_output)
     if args.json:
         sys.stdout.write(json.dumps(result_json(machine)) + "\n")
+    elif args.summary:
+        sys.stdout.write(_summary(machine, sys.stdout) + "\n")
     else:
-        sys.stdout.write(_summary(machine) + "\n")
+        line = _stop_line(machine)
+        if line is not None:
+            _say(line)
     return 0 if machine.state is MachineState.HALTED else 1
-
-
-_COMMANDS = {"asm": _command_asm, "disasm": _command_disasm, "run": _command_run}
-_COMMANDS.update(link_cli.COMMANDS)
 
 
 def _error_name(error: ForgeError) -> str:
@@ -179,18 +311,38 @@ def _error_name(error: ForgeError) -> str:
     return type(error).__name__
 
 
+def _say(message: str) -> None:
+    """One line on stderr, after ``kforge:``."""
+    prefix = paint("kforge:", "bold red", sys.stderr)
+    sys.stderr.write(f"{prefix} " + message.replace("\n", " ") + "\n")
+    sys.stderr.flush()
+
+
 def _fail(message: str) -> int:
     """One line on stderr, exit status 2."""
-    sys.stderr.write("kforge: " + message.replace("\n", " ") + "\n")
+    _say(message)
     return 2
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in a test)
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kforge`` command; returns the exit status."""
     try:
-        args = _build_parser().parse_args(argv)
-        handler = getattr(args, "handler", None) or _COMMANDS[args.command]
-        status: int = handler(args)
+        parser = _build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help and --version print, then exit
+            return done.code if isinstance(done.code, int) else 0
+        status: int = args.handler(args)
         return status
     except CliError as error:
         return _fail(str(error))
@@ -198,9 +350,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{_error_name(error)}: {error}")
     except MemoryError:
         return _fail("MemoryError: the host ran out of memory for this request")
+    except BrokenPipeError:
+        # The reader went away (``kforge run --trace | head``): stop quietly, as a
+        # process killed by SIGPIPE would.
+        _quiet_stdout()
+        return _BROKEN_PIPE_STATUS
     except KeyboardInterrupt:
         sys.stderr.write("kforge: interrupted\n")
         return 130
+    except OSError as error:
+        where = f"{error.filename}: " if error.filename else ""
+        return _fail(f"{where}{error.strerror or error}")
+    except Exception as error:  # a bug: still one line, and the way to see where it is
+        if os.environ.get(TRACEBACK_ENVIRONMENT):
+            raise
+        return _fail(
+            f"internal error: {type(error).__name__}: {error} "
+            f"({TRACEBACK_ENVIRONMENT}=1 shows where; please report it)"
+        )
 
 
 if __name__ == "__main__":  # python -m kforge.cli.main

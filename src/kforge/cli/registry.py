@@ -13,47 +13,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kforge.registry import (
-    Manifest,
-    Registry,
-    RegistryPolicy,
-    Status,
-    VerifyOutcome,
-    create_agent_key,
-    load_agent_key,
-    load_policy,
-)
-from kforge.storage import default_data_dir
+from kforge.cli.options import CliError, add_data_dir_option, channel_grant, show_help
 
-__all__ = ["POLICY_FILE_NAME", "add_commands"]
+if TYPE_CHECKING:
+    from kforge.registry import Registry, RegistryPolicy, Status, VerifyOutcome
+
+__all__ = ["POLICY_FILE_NAME", "add_commands", "format_time"]
 
 POLICY_FILE_NAME = "registry-policy.toml"
-
-
-def _cli_error(message: str) -> Exception:
-    from kforge.cli.options import CliError
-
-    return CliError(message)
-
-
-def _channel(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a channel number, got {text!r}") from None
-    if not 3 <= value <= 7:
-        raise argparse.ArgumentTypeError(f"channel {value} cannot be granted (only 3..7)")
-    return value
 
 
 def _positive(text: str) -> int:
     try:
         value = int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} is not positive")
     return value
@@ -62,12 +40,17 @@ def _positive(text: str) -> int:
 def add_commands(subparsers: Any) -> None:
     """Add ``registry`` (with its own subcommands) to an ``add_subparsers()`` object."""
     registry = subparsers.add_parser("registry", help="the program registry (propose … promote)")
-    commands = registry.add_subparsers(dest="registry_command", required=True)
+    registry.set_defaults(handler=lambda args: show_help(registry))
+    commands = registry.add_subparsers(dest="registry_command", metavar="ACTION")
 
     def command(name: str, help: str, handler: Any) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help)
-        parser.add_argument("--data-dir", help="where the ledger and node key live")
-        parser.add_argument("--policy", help="registry policy file (TOML or JSON)")
+        add_data_dir_option(parser, "the ledger and node key live")
+        parser.add_argument(
+            "--policy",
+            help=f"registry policy file, TOML or JSON (default: DIR/{POLICY_FILE_NAME} "
+            "when present, else the built-in policy)",
+        )
         parser.set_defaults(handler=handler)
         return parser
 
@@ -76,10 +59,19 @@ def add_commands(subparsers: Any) -> None:
 
     propose = command("propose", "record a program with its test vectors", command_propose)
     propose.add_argument("source", help="assembly text or FRGP bytes")
-    propose.add_argument("--name", help="default: the source file's stem")
-    propose.add_argument("--version", required=True)
-    propose.add_argument("--vectors", help="default: NAME.vectors.json beside the source")
-    propose.add_argument("--grant", type=_channel, action="append", default=[])
+    propose.add_argument("--name", help="the program's name (default: the source file's stem)")
+    propose.add_argument("--version", required=True, help="the version being proposed")
+    propose.add_argument(
+        "--vectors", help="test vectors, JSON (default: NAME.vectors.json beside the source)"
+    )
+    propose.add_argument(
+        "--grant",
+        type=channel_grant,
+        action="append",
+        default=[],
+        metavar="CH",
+        help="a host channel (3..7) the program may use (repeatable)",
+    )
     propose.add_argument("--ticks", type=_positive, default=1_000_000, help="declared tick bound")
     propose.add_argument("--memory", type=_positive, default=65_536, help="declared memory bound")
     propose.add_argument("--agent-key", help="the proposer's key file (default: the node key)")
@@ -95,14 +87,14 @@ def add_commands(subparsers: Any) -> None:
         parser = command(name, help, handler)
         _entry_arguments(parser)
         parser.add_argument("--agent-key", required=True, help="the signing agent's key file")
-        parser.add_argument("--reason", required=True)
+        parser.add_argument("--reason", required=True, help="why, for the promotion log")
 
     show = command("show", "print an entry: status, gates, log", command_show)
     _entry_arguments(show)
 
     log = command("log", "print the promotion log", command_log)
-    log.add_argument("name", nargs="?")
-    log.add_argument("version", nargs="?")
+    log.add_argument("name", nargs="?", help="only this program (default: every program)")
+    log.add_argument("version", nargs="?", help="only this version")
 
     command("check", "verify the ledger's hash chain and artifacts", command_check)
 
@@ -112,15 +104,19 @@ def add_commands(subparsers: Any) -> None:
 
 
 def _entry_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name")
-    parser.add_argument("version")
+    parser.add_argument("name", help="the program's name")
+    parser.add_argument("version", help="its version")
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
+    from kforge.storage import default_data_dir
+
     return Path(args.data_dir) if args.data_dir else default_data_dir()
 
 
 def _policy(args: argparse.Namespace) -> RegistryPolicy:
+    from kforge.registry import RegistryPolicy, load_policy
+
     if args.policy:
         return load_policy(args.policy)
     default = _data_dir(args) / POLICY_FILE_NAME
@@ -128,6 +124,8 @@ def _policy(args: argparse.Namespace) -> RegistryPolicy:
 
 
 def _open(args: argparse.Namespace) -> Registry:
+    from kforge.registry import Registry
+
     return Registry.open(_data_dir(args), policy=_policy(args))
 
 
@@ -135,7 +133,7 @@ def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as error:
-        raise _cli_error(f"{path}: cannot read: {error.strerror or error}") from None
+        raise CliError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -143,11 +141,13 @@ def _write(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as error:
-        raise _cli_error(f"{path}: cannot write: {error.strerror or error}") from None
+        raise CliError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
 def command_keygen(args: argparse.Namespace) -> int:
     """``kforge registry keygen PATH``: write a new agent key, print its agent id."""
+    from kforge.registry import create_agent_key
+
     key = create_agent_key(args.path)
     sys.stdout.write(key.public_hex + "\n")
     return 0
@@ -155,6 +155,8 @@ def command_keygen(args: argparse.Namespace) -> int:
 
 def command_propose(args: argparse.Namespace) -> int:
     """``kforge registry propose SOURCE --version V``: record the proposal, print its id."""
+    from kforge.registry import Manifest, load_agent_key
+
     source_path = Path(args.source)
     name = args.name or source_path.stem
     vectors_path = (
@@ -198,6 +200,8 @@ def command_verify(args: argparse.Namespace) -> int:
 
 
 def _status_change(args: argparse.Namespace, to: Status) -> int:
+    from kforge.registry import load_agent_key
+
     key = load_agent_key(args.agent_key)
     with _open(args) as registry:
         request, signature = registry.request(args.name, args.version, to, args.reason, key)
@@ -208,11 +212,15 @@ def _status_change(args: argparse.Namespace, to: Status) -> int:
 
 def command_promote(args: argparse.Namespace) -> int:
     """``kforge registry promote NAME VERSION --agent-key K --reason R``: to TRUSTED."""
+    from kforge.registry import Status
+
     return _status_change(args, Status.TRUSTED)
 
 
 def command_revoke(args: argparse.Namespace) -> int:
     """``kforge registry revoke NAME VERSION --agent-key K --reason R``: to REVOKED."""
+    from kforge.registry import Status
+
     return _status_change(args, Status.REVOKED)
 
 
@@ -224,15 +232,21 @@ def command_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def format_time(at_ms: int) -> str:
+    """Milliseconds since the Unix epoch as an ISO 8601 UTC time, e.g. ``2026-03-01T12:00:00Z``."""
+    moment = datetime.fromtimestamp(at_ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def command_log(args: argparse.Namespace) -> int:
     """``kforge registry log [NAME VERSION]``: one line per promotion-log row."""
     if args.name is not None and args.version is None:
-        raise _cli_error("registry log: give both NAME and VERSION, or neither")
+        raise CliError("registry log: give both NAME and VERSION, or neither")
     with _open(args) as registry:
         records = registry.log(args.name, args.version)
     for record in records:
         sys.stdout.write(
-            f"{record.seq}\t{record.at_ms}\t{record.entry}\t{record.from_status or '-'} -> "
+            f"{record.seq}\t{format_time(record.at_ms)}\t{record.entry}\t{record.from_status or '-'} -> "
             f"{record.to_status}\t{record.agent}\t{record.reason}\n"
         )
     return 0

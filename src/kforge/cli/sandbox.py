@@ -8,8 +8,15 @@ invocation to the next.  The acting agent is the node key's identity.
     kforge sandbox create FILE [--ticks N --memory B --input T --grant CH --env K=V]
     kforge sandbox start ID          # run until it halts, faults or blocks
     kforge sandbox deliver ID TEXT   # input on stdin; run on until it stops or blocks again
+    kforge sandbox output ID [-f]    # its output so far; -f: and on, until it stops or blocks
     kforge sandbox status ID | result ID | kill ID | list
     kforge sandbox run FILE [...]    # create + start in one
+
+ID is any unique prefix of a sandbox id (ids are printed 12 digits long).
+Commands that run a sandbox (``start``, ``deliver``, ``run``) copy its stdout to
+stdout as it is written, and ``result`` and ``output`` show what it wrote, byte
+for byte; their own line about the sandbox then goes to stderr.  ``--json``
+prints objects instead.
 
 Exit status: 0 when the command did its job (``result`` and ``run``: the
 sandbox HALTED), 1 when ``result``/``run`` found it FAULTED, KILLED, out of
@@ -19,83 +26,172 @@ time or BLOCKED, 2 for errors (one line on stderr).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import re
+import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from kforge.cli.options import CliError, add_machine_options, load_program, read_input
-from kforge.core import AgentId, Hash256
-from kforge.engine import CreateSandbox, Engine, ExecResult, SandboxInfo, SandboxState
-from kforge.proofs.keys import load_or_create_key
+from kforge.cli.options import (
+    CliError,
+    add_data_dir_option,
+    add_machine_options,
+    load_program,
+    read_input,
+    show_help,
+    write_bytes,
+)
+from kforge.terminal import STATE_STYLES, paint
 
-__all__ = ["add_commands"]
+if TYPE_CHECKING:
+    from kforge.core import AgentId, Hash256
+    from kforge.engine import Engine, ExecResult, SandboxInfo
 
-_T = TypeVar("_T")
+__all__ = ["SHORT_ID_DIGITS", "add_commands", "short_id"]
+
+#: Digits of a sandbox id shown to people (as git and docker shorten theirs).
+SHORT_ID_DIGITS: Final = 12
 _POLL_SECONDS: Final = 0.002
-_SETTLED: Final = frozenset({SandboxState.BLOCKED, SandboxState.READY})
+_HEX_PREFIX: Final = re.compile(r"[0-9a-f]{1,64}")
+
+_Action = Callable[["Engine", "AgentId", argparse.Namespace], Awaitable[int]]
 
 
 def add_commands(subparsers: Any) -> None:
     """Add ``sandbox`` and its actions; each action parser sets ``handler``."""
     sandbox = subparsers.add_parser("sandbox", help="drive sandboxes of an embedded engine")
-    actions = sandbox.add_subparsers(dest="action", required=True, parser_class=type(sandbox))
+    sandbox.set_defaults(handler=lambda args: show_help(sandbox))
+    actions = sandbox.add_subparsers(dest="action", metavar="ACTION", parser_class=type(sandbox))
 
-    def action(name: str, help_text: str, handler: Callable[..., Awaitable[int]]) -> Any:
+    def action(name: str, help_text: str, handler: _Action) -> Any:
         parser = actions.add_parser(name, help=help_text)
-        parser.add_argument("--data-dir", help="the engine's data directory")
+        add_data_dir_option(parser, "the engine keeps its sandboxes")
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.set_defaults(handler=lambda args: _run(handler, args))
         return parser
 
     create = action("create", "create a sandbox from a program; prints its id", _create)
-    create.add_argument("file")
+    create.add_argument("file", help="assembly text or FRGP bytes")
     add_machine_options(create)
     create.add_argument("--persistent", action="store_true", help="survives across cycles")
 
     run = action("run", "create a sandbox and run it until it stops or blocks", _create_and_run)
-    run.add_argument("file")
+    run.add_argument("file", help="assembly text or FRGP bytes")
     add_machine_options(run)
 
     for name, help_text, handler in (
-        ("start", "start a sandbox; wait until it stops or blocks", _start),
+        ("start", "start a sandbox; show its output until it stops or blocks", _start),
         ("status", "print a sandbox's state and counters", _status),
-        ("result", "print a sandbox's result once it has stopped", _result),
+        ("result", "show a sandbox's output and how it stopped (or its state)", _result),
         ("kill", "kill a sandbox", _kill),
     ):
-        action(name, help_text, handler).add_argument("sandbox", type=_sandbox_id)
+        _sandbox_argument(action(name, help_text, handler))
+
+    output = action("output", "show a sandbox's output so far, live or stopped", _output)
+    _sandbox_argument(output)
+    output.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep showing new output until the sandbox stops or blocks",
+    )
 
     deliver = action("deliver", "give a sandbox input on stdin and let it run on", _deliver)
-    deliver.add_argument("sandbox", type=_sandbox_id)
+    _sandbox_argument(deliver)
     deliver.add_argument("text", nargs="?", default=None, help="the message (UTF-8)")
-    deliver.add_argument("--file", help="take the message from this file")
+    deliver.add_argument("--file", help="take the message from this file (- for stdin)")
 
     action("list", "list this agent's sandboxes", _list)
 
 
-def _sandbox_id(text: str) -> Hash256:
-    try:
-        return Hash256.from_hex(text.strip().lower())
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _sandbox_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sandbox", type=_id_prefix, metavar="ID", help="a unique prefix of its id")
 
 
-def _run(
-    handler: Callable[[Engine, AgentId, argparse.Namespace], Awaitable[int]], args: Any
-) -> int:
+def _id_prefix(text: str) -> str:
+    prefix = text.strip().lower()
+    if not _HEX_PREFIX.fullmatch(prefix):
+        raise argparse.ArgumentTypeError(
+            f"expected a sandbox id or a prefix of one (1 to 64 hex digits), got '{text}'"
+        )
+    return prefix
+
+
+def short_id(sandbox_id: Hash256) -> str:
+    """The id as people see it: its first digits, enough to name it among any few."""
+    return sandbox_id.hex[:SHORT_ID_DIGITS]
+
+
+async def _resolve(engine: Engine, owner: AgentId, prefix: str) -> Hash256:
+    """The one sandbox of ``owner`` whose id starts with ``prefix``; a full id is taken as is."""
+    from kforge.core import Hash256
+
+    if len(prefix) == 64:
+        return Hash256.from_hex(prefix)  # the engine says whether it exists and is ours
+    matches = [
+        info.id for info in await engine.list_sandboxes(owner) if info.id.hex.startswith(prefix)
+    ]
+    if not matches:
+        raise CliError(f"sandbox {prefix}: no sandbox id starts with {prefix}")
+    if len(matches) > 1:
+        shown = ", ".join(short_id(match) for match in matches[:5])
+        more = ", …" if len(matches) > 5 else ""
+        raise CliError(
+            f"sandbox {prefix}: {len(matches)} sandbox ids start with {prefix} "
+            f"({shown}{more}); give more digits"
+        )
+    return matches[0]
+
+
+def _run(handler: _Action, args: Any) -> int:
+    import asyncio
+
+    from kforge.core import AgentId
+    from kforge.engine import Engine
+    from kforge.proofs.keys import load_or_create_key
+
     async def main() -> int:
         owner = AgentId(load_or_create_key(args.data_dir).public_raw)
         async with Engine(data_dir=args.data_dir, durable=True) as engine:
+            if isinstance(getattr(args, "sandbox", None), str):
+                args.sandbox = await _resolve(engine, owner, args.sandbox)
             return await handler(engine, owner, args)
 
     return asyncio.run(main())
 
 
-async def _settle(engine: Engine, sandbox: Hash256, owner: AgentId) -> SandboxInfo:
-    """Wait until the sandbox has stopped, or waits for input."""
+class _Follower:
+    """Copies a sandbox's new output to stdout while the command waits on it."""
+
+    def __init__(self, engine: Engine, sandbox: Hash256, owner: AgentId, start: int = 0) -> None:
+        self.engine, self.sandbox, self.owner = engine, sandbox, owner
+        self.offset = start
+
+    @classmethod
+    async def from_now(cls, engine: Engine, sandbox: Hash256, owner: AgentId) -> _Follower:
+        """A follower of what the sandbox writes from now on."""
+        return cls(engine, sandbox, owner, len(await engine.output(sandbox, owner)))
+
+    async def copy(self) -> None:
+        data = await self.engine.output(self.sandbox, self.owner, offset=self.offset)
+        if data:
+            write_bytes(sys.stdout, data)
+            self.offset += len(data)
+
+
+async def _settle(
+    engine: Engine, sandbox: Hash256, owner: AgentId, follower: _Follower | None = None
+) -> SandboxInfo:
+    """Wait until the sandbox has stopped, or waits for input (copying its output if asked)."""
+    import asyncio
+
+    from kforge.engine import SandboxState
+
     while True:
         info = await engine.sandbox_status(sandbox, owner)
-        if info.state.is_final or info.state in _SETTLED:
+        if follower is not None:
+            await follower.copy()
+        if info.state.is_final or info.state in (SandboxState.BLOCKED, SandboxState.READY):
             return info
         await asyncio.sleep(_POLL_SECONDS)
 
@@ -123,41 +219,62 @@ def _result_values(result: ExecResult) -> dict[str, Any]:
     }
 
 
-def _print_info(info: SandboxInfo, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(_info_values(info)))
-        return
-    blocked = f" on channel {info.blocked_channel}" if info.state is SandboxState.BLOCKED else ""
-    print(
-        f"{info.id.hex}  {info.state.value}{blocked}  "
+def _state_text(state: str, stream: TextIO) -> str:
+    return paint(state, STATE_STYLES.get(state), stream)
+
+
+def _info_line(info: SandboxInfo, stream: TextIO) -> str:
+    blocked = f" on channel {info.blocked_channel}" if info.blocked_channel is not None else ""
+    return (
+        f"{short_id(info.id)}  {_state_text(info.state.value, stream)}{blocked}  "
         f"ticks {info.ticks_used}/{info.ticks_used + info.ticks_remaining}  "
         f"memory {info.memory_used}/{info.memory_quota}"
     )
 
 
-def _print_result(result: ExecResult, as_json: bool) -> None:
+def _print_info(info: SandboxInfo, as_json: bool) -> None:
+    """The sandbox's state on stdout (``status``, ``kill``, ``list``)."""
+    print(json.dumps(_info_values(info)) if as_json else _info_line(info, sys.stdout))
+
+
+def _tell(info: SandboxInfo, as_json: bool) -> None:
+    """The sandbox's state after a command that showed its output: on stderr, unless JSON."""
     if as_json:
-        print(json.dumps(_result_values(result)))
-        return
+        print(json.dumps(_info_values(info)))
+    else:
+        sys.stderr.write(_info_line(info, sys.stderr) + "\n")
+
+
+def _result_line(result: ExecResult, stream: TextIO) -> str:
     fault = f" {result.fault.name}" if result.fault is not None else ""
-    print(f"{result.sandbox_id.hex}  {result.state.value}{fault} after {result.ticks_used} ticks")
-    print(
-        result.output.decode("utf-8", "replace"), end="" if result.output.endswith(b"\n") else "\n"
+    detail = f" {result.fault_detail}" if result.fault_detail is not None else ""
+    return (
+        f"{short_id(result.sandbox_id)}  {_state_text(result.state.value, stream)}{fault}{detail} "
+        f"after {result.ticks_used} ticks"
     )
 
 
 async def _report(engine: Engine, sandbox: Hash256, owner: AgentId, as_json: bool) -> int:
-    """Print the result of a stopped sandbox (exit 0 when HALTED), else its status (exit 1)."""
-    info = await _settle(engine, sandbox, owner)
+    """Everything a sandbox wrote (as it writes it, if it runs) and how it ended: exit 0 when
+    it HALTED, 1 when it stopped otherwise or has not stopped yet (then: its state so far)."""
+    from kforge.engine import SandboxState
+
+    follower = None if as_json else _Follower(engine, sandbox, owner)
+    info = await _settle(engine, sandbox, owner, follower)
     if not info.state.is_final:
-        _print_info(info, as_json)
+        _tell(info, as_json)
         return 1
     result = await engine.wait(sandbox, owner)
-    _print_result(result, as_json)
+    if as_json:
+        print(json.dumps(_result_values(result)))
+    else:
+        sys.stderr.write(_result_line(result, sys.stderr) + "\n")
     return 0 if result.state is SandboxState.HALTED else 1
 
 
 async def _new_sandbox(engine: Engine, owner: AgentId, args: argparse.Namespace) -> Hash256:
+    from kforge.engine import CreateSandbox
+
     code = engine.vault.put_program(load_program(args.file))
     return await engine.create_sandbox(
         CreateSandbox(
@@ -175,7 +292,7 @@ async def _new_sandbox(engine: Engine, owner: AgentId, args: argparse.Namespace)
 
 async def _create(engine: Engine, owner: AgentId, args: argparse.Namespace) -> int:
     sandbox = await _new_sandbox(engine, owner, args)
-    print(json.dumps({"sandbox": sandbox.hex}) if args.json else sandbox.hex)
+    print(json.dumps({"sandbox": sandbox.hex}) if args.json else short_id(sandbox))
     return 0
 
 
@@ -186,21 +303,37 @@ async def _create_and_run(engine: Engine, owner: AgentId, args: argparse.Namespa
 
 
 async def _start(engine: Engine, owner: AgentId, args: argparse.Namespace) -> int:
+    follower = None if args.json else await _Follower.from_now(engine, args.sandbox, owner)
     await engine.exec_start(args.sandbox, owner)
-    _print_info(await _settle(engine, args.sandbox, owner), args.json)
+    _tell(await _settle(engine, args.sandbox, owner, follower), args.json)
     return 0
 
 
 async def _deliver(engine: Engine, owner: AgentId, args: argparse.Namespace) -> int:
     if (args.text is None) == (args.file is None):
-        raise CliError("kforge sandbox deliver: give the message as TEXT or --file, not both")
+        raise CliError("sandbox deliver: give the message as TEXT or --file, not both")
     data = (
         args.text.encode("utf-8", "surrogateescape")
         if args.file is None
         else read_input(argparse.Namespace(input_file=args.file))
     )
+    follower = None if args.json else await _Follower.from_now(engine, args.sandbox, owner)
     await engine.deliver(args.sandbox, 2, data, owner)
-    _print_info(await _settle(engine, args.sandbox, owner), args.json)
+    _tell(await _settle(engine, args.sandbox, owner, follower), args.json)
+    return 0
+
+
+async def _output(engine: Engine, owner: AgentId, args: argparse.Namespace) -> int:
+    if args.json:
+        data = await engine.output(args.sandbox, owner)
+        info = await engine.sandbox_status(args.sandbox, owner)
+        print(json.dumps({**_info_values(info), "output_hex": data.hex()}))
+        return 0
+    follower = _Follower(engine, args.sandbox, owner)
+    if args.follow:
+        await _settle(engine, args.sandbox, owner, follower)
+    else:
+        await follower.copy()
     return 0
 
 

@@ -10,15 +10,24 @@ into place, so readers never see half a file.
 ``Module.deserialize`` trusts its input, so the checksum is verified first: a
 truncated or corrupted file is deleted and reported as a miss, never loaded.
 (The data directory itself is trusted: whoever can write it can run code.)
+
+The folder is bounded: after each store, the least recently used files go until
+the total is at most ``max_bytes`` (default 256 MiB, or
+``$KFORGE_MODULE_CACHE_MAX_BYTES``).  A file's modification time is its last
+use: a hit touches it.  Files of other keys (an older compiler, another wasmtime)
+are never hit again, so they are the first to go.  ``kforge cache info`` and
+``kforge cache clear`` show and empty the folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import os
 import platform
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -28,11 +37,57 @@ from kforge.core import DATA_DIR_ENVIRONMENT, Hash256, default_data_dir
 from kforge.fast.compiler import COMPILER_VERSION
 from kforge.fast.runtime import ENGINE_SETTINGS
 
-__all__ = ["DATA_DIR_ENVIRONMENT", "ModuleCache", "default_data_dir"]
+__all__ = [
+    "DATA_DIR_ENVIRONMENT",
+    "DEFAULT_MAX_BYTES",
+    "MAX_BYTES_ENVIRONMENT",
+    "CacheUsage",
+    "ModuleCache",
+    "configured_max_bytes",
+    "default_data_dir",
+]
 
 _MAGIC: Final = b"KFWASM01"
 _DIGEST_SIZE: Final = 32
 _SUBDIRECTORY: Final = "fast-modules"
+_MODULE_SUFFIX: Final = ".cwasm"
+_PARTIAL_SUFFIX: Final = ".tmp"
+DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
+MAX_BYTES_ENVIRONMENT: Final = "KFORGE_MODULE_CACHE_MAX_BYTES"
+
+
+def configured_max_bytes() -> int:
+    """The size cap: ``$KFORGE_MODULE_CACHE_MAX_BYTES`` if set, else :data:`DEFAULT_MAX_BYTES`.
+
+    Raises ``ValueError`` naming the variable when it is not a whole number of bytes.
+    """
+    text = os.environ.get(MAX_BYTES_ENVIRONMENT)
+    if text is None or not text.strip():
+        return DEFAULT_MAX_BYTES
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{MAX_BYTES_ENVIRONMENT} must be a number of bytes, got '{text}'")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUsage:
+    """What the cache folder holds."""
+
+    directory: Path
+    modules: int
+    total_bytes: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    path: Path
+    size: int
+    used_at: float
 
 
 def _build_key(variant: str) -> str:
@@ -47,14 +102,22 @@ def _build_key(variant: str) -> str:
 class ModuleCache:
     """Serialized modules under ``data_dir``; every failure is a miss, never an error."""
 
-    def __init__(self, data_dir: Path, variant: str = "") -> None:
-        """``variant`` names compiler options that change the code (part of the key)."""
+    def __init__(self, data_dir: Path, variant: str = "", max_bytes: int | None = None) -> None:
+        """``variant`` names compiler options that change the code (part of the key);
+        ``max_bytes`` bounds the folder (default :func:`configured_max_bytes`, or the
+        default when that is misconfigured: a cache never fails its caller)."""
         self.directory = Path(data_dir) / _SUBDIRECTORY
         self.key = _build_key(variant)
+        if max_bytes is None:
+            try:
+                max_bytes = configured_max_bytes()
+            except ValueError:
+                max_bytes = DEFAULT_MAX_BYTES
+        self.max_bytes = max_bytes
 
     def path_for(self, program_id: Hash256) -> Path:
         """The file holding the module of ``program_id``."""
-        return self.directory / f"{program_id.hex}-{self.key}.cwasm"
+        return self.directory / f"{program_id.hex}-{self.key}{_MODULE_SUFFIX}"
 
     def load(self, engine: wasmtime.Engine, program_id: Hash256) -> wasmtime.Module | None:
         """The cached module, or ``None`` when absent, corrupt or incompatible (then deleted)."""
@@ -66,9 +129,12 @@ class ModuleCache:
         payload = _unwrap(blob)
         if payload is not None:
             try:
-                return wasmtime.Module.deserialize(engine, payload)
+                module = wasmtime.Module.deserialize(engine, payload)
             except (wasmtime.WasmtimeError, ValueError, TypeError):
                 pass
+            else:
+                _touch(path)
+                return module
         path.unlink(missing_ok=True)
         return None
 
@@ -77,7 +143,7 @@ class ModuleCache:
         try:
             payload = bytes(module.serialize())
             self.directory.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=_PARTIAL_SUFFIX)
         except (OSError, wasmtime.WasmtimeError):
             return
         try:
@@ -86,6 +152,67 @@ class ModuleCache:
             os.replace(temporary, self.path_for(program_id))
         except OSError:
             Path(temporary).unlink(missing_ok=True)
+            return
+        self.evict()
+
+    def _entries(self) -> list[_Entry]:
+        entries = []
+        try:
+            paths = list(self.directory.glob("*" + _MODULE_SUFFIX))
+        except OSError:
+            return []
+        for path in paths:
+            try:
+                facts = path.stat()
+            except OSError:  # removed meanwhile by another process
+                continue
+            entries.append(_Entry(path, facts.st_size, facts.st_mtime))
+        return entries
+
+    def evict(self) -> int:
+        """Remove the least recently used files until the folder fits ``max_bytes``;
+        returns how many bytes went."""
+        entries = sorted(self._entries(), key=lambda entry: entry.used_at)
+        total = sum(entry.size for entry in entries)
+        freed = 0
+        for entry in entries:
+            if total - freed <= self.max_bytes:
+                break
+            try:
+                entry.path.unlink(missing_ok=True)
+            except OSError:
+                continue
+            freed += entry.size
+        return freed
+
+    def usage(self) -> CacheUsage:
+        """How many modules the folder holds and their size."""
+        entries = self._entries()
+        return CacheUsage(
+            self.directory, len(entries), sum(entry.size for entry in entries), self.max_bytes
+        )
+
+    def clear(self) -> int:
+        """Remove every module (of any key) and any partly written file; returns how many."""
+        removed = 0
+        for pattern in ("*" + _MODULE_SUFFIX, "*" + _PARTIAL_SUFFIX):
+            try:
+                paths = list(self.directory.glob(pattern))
+            except OSError:
+                continue
+            for path in paths:
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                removed += 1
+        return removed
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` as used now (its modification time is its last use)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
 
 
 def _unwrap(blob: bytes) -> bytes | None:

@@ -159,8 +159,11 @@ def parse_vectors(blob: bytes, source: str = "<vectors>") -> tuple[TestVector, .
     """
     try:
         body = json.loads(blob.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise VectorFormatError(source, f"not JSON ({error})") from None
+    except UnicodeDecodeError as error:
+        raise VectorFormatError(source, f"not UTF-8 text (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise VectorFormatError(source, f"not JSON: {where}: {error.msg}") from None
     entries = body.get("vectors") if isinstance(body, dict) else None
     if not isinstance(entries, list):
         raise VectorFormatError(source, 'expected an object with a "vectors" list')

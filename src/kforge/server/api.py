@@ -63,6 +63,7 @@ from kforge.server.endpoint import (
     query_integer,
     query_number,
 )
+from kforge.server.notes import NOTE_SCHEMA
 
 __all__ = ["CREATE_FIELDS", "OPERATIONS", "envelope_values"]
 
@@ -77,6 +78,7 @@ CREATE_FIELDS: Final = tuple(
 PROGRAM_FIELDS: Final = (
     Field("assembly", OptionalField(TextField()), False, None),
     Field("program", OptionalField(BytesField()), False, None),
+    Field("name", OptionalField(TextField()), False, None),
 )
 DELIVER_FIELDS: Final = (Field("channel", _U8, False, 2), Field("data", BytesField()))
 GRANT_FIELDS: Final = (
@@ -100,6 +102,11 @@ CYCLE_FIELDS: Final = (
 # ------------------------------------------------------------------ response schemas
 
 _INFO = object_schema(SCHEMAS[ReplyCode.SANDBOX_INFO])
+#: A sandbox as the server shows it: SANDBOX_INFO, its budget and the server's notes.
+_SHOWN = {
+    **_INFO,
+    "properties": {**_INFO["properties"], "tick_budget": {"type": "integer"}, **NOTE_SCHEMA},
+}
 _RESULT = object_schema(SCHEMAS[MessageCode.EXEC_RESULT])
 _ID = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _HEX = {"type": "string", "pattern": "^([0-9a-f]{2})*$"}
@@ -156,6 +163,8 @@ async def put_program(ctx: Context) -> tuple[int, Any]:
         raise InvalidRequest("assembly", "give exactly one of 'assembly' and 'program'")
     program = assemble(text, "<upload>") if text is not None else decode_program(blob)
     program_id = ctx.state.engine.vault.put_program(program)
+    if ctx.values["name"]:
+        ctx.state.notes.name_program(program_id, ctx.values["name"])
     return 201, {
         "program_id": program_id,
         "code_length": len(program.code),
@@ -193,9 +202,10 @@ async def _info(ctx: Context, sandbox_id: Hash256) -> SandboxInfo:
     raise SandboxNotFound(sandbox_id)
 
 
-def _info_values(info: SandboxInfo) -> dict[str, Any]:
+def _info_values(ctx: Context, info: SandboxInfo) -> dict[str, Any]:
     values = sandbox_info_values(info)
     values["tick_budget"] = info.ticks_used + info.ticks_remaining
+    values.update(ctx.state.notes.values(info.id))
     return values
 
 
@@ -234,11 +244,11 @@ async def list_sandboxes(ctx: Context) -> tuple[int, Any]:
             infos.append(await engine.sandbox_status(info.id, ctx.agent))
         except PermissionDenied:
             continue
-    return 200, {"sandboxes": [_info_values(info) for info in infos]}
+    return 200, {"sandboxes": [_info_values(ctx, info) for info in infos]}
 
 
 async def sandbox_status(ctx: Context) -> tuple[int, Any]:
-    return 200, _info_values(await _info(ctx, path_id(ctx, "sandbox_id")))
+    return 200, _info_values(ctx, await _info(ctx, path_id(ctx, "sandbox_id")))
 
 
 async def exec_start(ctx: Context) -> tuple[int, Any]:
@@ -604,7 +614,10 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "The caller's sandboxes (all: the operator's view)",
         query=(Query("all", {"type": "boolean"}, "every sandbox (operator only)"),),
         errors=(400, 403),
-        response={"type": "object", "properties": {"sandboxes": {"type": "array", "items": _INFO}}},
+        response={
+            "type": "object",
+            "properties": {"sandboxes": {"type": "array", "items": _SHOWN}},
+        },
     ),
     Operation(
         "GET",
@@ -612,7 +625,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         sandbox_status,
         "A sandbox's status (SANDBOX_STATUS)",
         errors=_NOT_MINE,
-        response=_INFO,
+        response=_SHOWN,
     ),
     Operation(
         "DELETE",

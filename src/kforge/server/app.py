@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 import sys
@@ -29,8 +30,17 @@ from kforge.server.openapi import openapi_document
 from kforge.server.signing import AgentKey
 from kforge.server.state import ServerConfig, ServerState
 from kforge.storage import Vault
+from kforge.terminal import wants_colour
 
-__all__ = ["ALL_OPERATIONS", "STATIC_DIR", "create_app", "open_engine", "serve"]
+__all__ = [
+    "ALL_OPERATIONS",
+    "STATIC_DIR",
+    "CannotListen",
+    "create_app",
+    "listen",
+    "open_engine",
+    "serve",
+]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 ALL_OPERATIONS: tuple[Operation, ...] = (*OPERATIONS, *DEBUG_OPERATIONS)
@@ -65,6 +75,7 @@ def create_app(
         operator_agent=operator_agent,
         dev_token=dev_token,
     )
+    state.notes.listen_to(engine.bus)
     document = openapi_document(ALL_OPERATIONS, _VERSION)
 
     async def openapi(request: Request) -> Response:
@@ -107,6 +118,44 @@ def open_engine(data_dir: str | os.PathLike[str] | None, **options: Any) -> Engi
     return Engine(Vault.open_default(data_dir), **options)
 
 
+class CannotListen(Exception):
+    """The server cannot listen on ``host``:``port`` (busy, not allowed, no such address)."""
+
+    def __init__(self, host: str, port: int, reason: str, *, in_use: bool = False) -> None:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        super().__init__(f"cannot listen on {where}: {reason}")
+        self.host = host
+        self.port = port
+        self.reason = reason
+        self.in_use = in_use
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, ready for :func:`serve`; raises ``CannotListen``.
+
+    Bound here rather than by uvicorn, so that a busy port is one clear error
+    and not a server that logs a traceback and exits.
+    """
+    if not 0 <= port <= 0xFFFF:
+        raise CannotListen(host, port, "a port is a number in 0..65535")
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise CannotListen(host, port, f"unknown address ({error.strerror})") from None
+    listener = socket.socket(family, kind, protocol)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+    except OSError as error:
+        listener.close()
+        in_use = error.errno == errno.EADDRINUSE
+        reason = "the port is in use (by another kforge serve?)" if in_use else error.strerror
+        raise CannotListen(host, port, reason or str(error), in_use=in_use) from None
+    return listener
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 8470,
@@ -120,25 +169,41 @@ def serve(
 ) -> None:
     """Run the server until interrupted; prints the dashboard URL with the dev token.
 
-    ``sock`` serves an already bound socket (tests pass one bound to port 0);
+    ``sock`` serves an already bound socket (tests pass one bound to port 0),
+    else one is bound by :func:`listen` (``CannotListen`` when that fails);
     ``ready`` is called with the base URL once the server listens.
     """
     import uvicorn
 
-    engine = open_engine(data_dir, **(engine_options or {}))
+    sock = sock if sock is not None else listen(host, port)
+    try:
+        engine = open_engine(data_dir, **(engine_options or {}))
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(engine, config)
     state: ServerState = app.state.kforge
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=host, port=port, log_level="warning", ws="websockets-sansio", lifespan="on"
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            ws="websockets-sansio",
+            lifespan="on",
+            use_colors=wants_colour(sys.stderr),
         )
     )
     stream = out or sys.stdout
-    bound_host, bound_port = sock.getsockname()[:2] if sock is not None else (host, port)
-    base = f"http://{bound_host}:{bound_port}"
+    bound_host, bound_port = sock.getsockname()[:2]
+    base = (
+        f"http://[{bound_host}]:{bound_port}"
+        if ":" in bound_host
+        else f"http://{bound_host}:{bound_port}"
+    )
 
     async def main() -> None:
-        serving = asyncio.ensure_future(server.serve(sockets=[sock] if sock is not None else None))
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:

@@ -9,6 +9,12 @@ created it; any other agent is told it does not exist.
 Commands run in a worker thread under the session's lock, bounded by
 :attr:`DebugLimits.max_ticks_per_call` and :attr:`DebugLimits.max_steps_per_call`,
 so a long ``run`` never stalls the server's event loop.
+
+Besides stepping one instruction at a time, a session steps *over* a CALL (on
+until it returns to the next instruction with the stack as before) and *out*
+of the current function (on until a RET leaves it), stopping early at a
+breakpoint.  The view names instructions by their labels and, when the program
+records them, shows source locations (:mod:`kforge.debuginfo`).
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kforge.core import AgentId, ErrorCategory, ForgeError
+from kforge.debuginfo import SourceLocation, code_labels, source_locations
 from kforge.disasm import format_instruction
+from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.messages import InvalidRequest
 from kforge.program import ForgeProgram
@@ -66,7 +74,12 @@ class DebugLimits:
 
 @dataclass
 class DebugSession:
-    """One machine under a debugger, owned by ``owner``."""
+    """One machine under a debugger, owned by ``owner``.
+
+    ``labels`` names instructions by index (from the assembly text, else the
+    program's code symbols); ``locations`` is each instruction's source
+    position when the program records them.
+    """
 
     id: str
     owner: AgentId
@@ -77,34 +90,83 @@ class DebugSession:
     last_stop: str = "loaded"
     used_at: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    labels: dict[int, tuple[str, ...]] = field(default_factory=dict)
     code_lines: list[str] = field(default_factory=list)
+    locations: tuple[SourceLocation | None, ...] | None = None
 
     def __post_init__(self) -> None:
-        self.code_lines = [format_instruction(insn) for insn in self.program.code]
+        targets = {index: names[0] for index, names in self.labels.items()}
+        self.code_lines = [format_instruction(insn, targets) for insn in self.program.code]
+        self.locations = source_locations(self.program)
 
 
 def _hex_word(value: int) -> str:
     return f"{value:#x}"
 
 
-def _run(session: DebugSession, max_ticks: int, max_steps: int, stop_at: frozenset[int]) -> str:
-    """Execute until a stop; returns why it stopped.  Runs in a worker thread."""
+#: Told the instruction just executed and the machine after it: whether to stop now.
+_Until = Callable[[Instruction | None, Machine], bool]
+
+
+def _returned_to(pc: int, sp: int) -> _Until:
+    """Step over: done once execution is back at ``pc`` with the stack pointer at ``sp``.
+
+    A recursive call that passes ``pc`` deeper down has a lower stack pointer, so it
+    does not count; the callee's own pushes are popped again before it returns.
+    """
+    return lambda insn, machine: machine.pc == pc and machine.sp == sp
+
+
+def _left_the_function() -> _Until:
+    """Step out: done once a RET runs at the call depth where stepping started."""
+    depth = 0
+
+    def until(insn: Instruction | None, machine: Machine) -> bool:
+        nonlocal depth
+        opcode = insn.opcode if insn is not None else None
+        if opcode == Opcode.CALL:
+            depth += 1
+        elif opcode == Opcode.RET:
+            if depth == 0:
+                return True
+            depth -= 1
+        return False
+
+    return until
+
+
+def _run(
+    session: DebugSession,
+    max_ticks: int,
+    max_steps: int,
+    stop_at: frozenset[int],
+    until: tuple[str, _Until] | None = None,
+) -> str:
+    """Execute until a stop; returns why it stopped.  Runs in a worker thread.
+
+    ``until`` is a reason and a test after each instruction (step over, step out).
+    """
     machine = session.machine
     before = list(machine.registers)
     start_ticks = machine.ticks_used
     reason = "tick_limit"
-    if not stop_at and max_steps >= max_ticks:
+    if not stop_at and until is None and max_steps >= max_ticks:
         machine.run(max_ticks)  # every instruction costs at least one tick
     else:
         steps = 0
+        code = machine.code
         while machine.state in (MachineState.READY, MachineState.RUNNING):
             if steps >= max_steps:
                 reason = "step_limit"
                 break
             if machine.ticks_used - start_ticks >= max_ticks:
                 break
+            insn = code[machine.pc] if machine.pc < len(code) else None
             machine.step()
             steps += 1
+            if until is not None and until[1](insn, machine):
+                reason = until[0]
+                break
             if machine.state is MachineState.RUNNING and machine.pc in stop_at:
                 reason = "breakpoint"
                 break
@@ -115,6 +177,20 @@ def _run(session: DebugSession, max_ticks: int, max_steps: int, stop_at: frozens
     ]
     session.last_stop = reason
     return reason
+
+
+def _location_values(session: DebugSession, pc: int) -> dict[str, Any] | None:
+    """The source position of instruction ``pc`` as plain data, or ``None``."""
+    locations = session.locations
+    location = locations[pc] if locations is not None and pc < len(locations) else None
+    if location is None:
+        return None
+    return {
+        "file": location.file,
+        "line": location.line,
+        "column": location.column,
+        "function": location.function,
+    }
 
 
 class DebugManager:
@@ -142,8 +218,12 @@ class DebugManager:
         input: bytes = b"",
         environment: Mapping[bytes, bytes] | None = None,
         grants: Iterable[int] = (),
+        labels: Mapping[int, tuple[str, ...]] | None = None,
     ) -> DebugSession:
-        """A new session with a READY machine (``Machine.load``'s errors propagate)."""
+        """A new session with a READY machine (``Machine.load``'s errors propagate).
+
+        ``labels`` names instructions (default: the program's code symbols).
+        """
         self._expire()
         owned = sum(1 for s in self._sessions.values() if s.owner == owner)
         if owned >= self.limits.max_sessions_per_agent:
@@ -160,7 +240,13 @@ class DebugManager:
             environment=environment,
             grants=grants,
         )
-        session = DebugSession(os.urandom(16).hex(), owner, program, machine)
+        session = DebugSession(
+            os.urandom(16).hex(),
+            owner,
+            program,
+            machine,
+            labels=dict(labels) if labels is not None else code_labels(program),
+        )
         self._sessions[session.id] = session
         return session
 
@@ -195,6 +281,35 @@ class DebugManager:
             return await asyncio.to_thread(
                 _run, session, ticks, self.limits.max_steps_per_call, stop_at
             )
+
+    async def step_over(self, session: DebugSession) -> str:
+        """One instruction, but a CALL runs until it has returned (or a breakpoint, a stop)."""
+        async with session.lock:
+            machine = session.machine
+            at_call = (
+                machine.pc < len(machine.code) and machine.code[machine.pc].opcode == Opcode.CALL
+            )
+            if not at_call:
+                return await asyncio.to_thread(_run, session, 1 << 64, 1, frozenset())
+            until = ("step_over", _returned_to(machine.pc + 1, machine.sp))
+            return await self._run_until(session, until)
+
+    async def step_out(self, session: DebugSession) -> str:
+        """Run until the current function returns (or a breakpoint, a stop)."""
+        async with session.lock:
+            return await self._run_until(session, ("step_out", _left_the_function()))
+
+    async def _run_until(self, session: DebugSession, until: tuple[str, _Until]) -> str:
+        """Run under the limits until ``until`` says so; the caller holds the session's lock."""
+        limits = self.limits
+        return await asyncio.to_thread(
+            _run,
+            session,
+            limits.max_ticks_per_call,
+            limits.max_steps_per_call,
+            frozenset(session.breakpoints),
+            until,
+        )
 
     async def deliver(self, session: DebugSession, channel: int, data: bytes) -> None:
         """Queue ``data`` on a receiving channel (wakes a RECV blocked there)."""
@@ -241,6 +356,13 @@ class DebugManager:
             "changed": list(session.changed),
             "breakpoints": sorted(session.breakpoints),
             "code": session.code_lines,
+            "labels": {str(index): list(names) for index, names in sorted(session.labels.items())},
+            "source": _location_values(session, machine.pc),
+            "sources": (
+                [_location_values(session, pc) for pc in range(len(session.code_lines))]
+                if session.locations is not None
+                else None
+            ),
             "stack": stack,
             "memory": {"address": start, "data": bytes(machine.memory[start:end])},
             "memory_quota": machine.memory_quota,

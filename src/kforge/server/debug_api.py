@@ -7,10 +7,12 @@ memory window, the channel queues and the disassembly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
-from kforge.asm import assemble
+from kforge.asm import assemble_with_labels
 from kforge.core import MemoryQuotaExceeded
+from kforge.debuginfo import code_labels
 from kforge.messages import (
     BytesField,
     BytesMapField,
@@ -23,7 +25,7 @@ from kforge.messages import (
     UIntField,
 )
 from kforge.program import ForgeProgram, decode_program
-from kforge.server.endpoint import Context, Operation, Query, query_number
+from kforge.server.endpoint import Context, Handler, Operation, Query, query_number
 
 __all__ = ["DEBUG_OPERATIONS"]
 
@@ -62,7 +64,9 @@ _VIEW: dict[str, Any] = {
 }
 
 
-def _program(ctx: Context) -> ForgeProgram:
+def _program(ctx: Context) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
+    """The program to debug and the names of its instructions (every label of assembly
+    text; a container's code symbols)."""
     values = ctx.values
     given = [name for name in ("assembly", "program", "program_id") if values[name] is not None]
     if len(given) != 1:
@@ -70,10 +74,12 @@ def _program(ctx: Context) -> ForgeProgram:
             "assembly", "give exactly one of 'assembly', 'program' and 'program_id'"
         )
     if values["assembly"] is not None:
-        return assemble(values["assembly"], "<debugger>")
+        return assemble_with_labels(values["assembly"], "<debugger>")
     if values["program"] is not None:
-        return decode_program(values["program"])
-    return ctx.state.engine.programs.load(values["program_id"])
+        program = decode_program(values["program"])
+    else:
+        program = ctx.state.engine.programs.load(values["program_id"])
+    return program, code_labels(program)
 
 
 def _view(ctx: Context, session_id: str) -> dict[str, Any]:
@@ -86,7 +92,7 @@ def _view(ctx: Context, session_id: str) -> dict[str, Any]:
 
 async def create(ctx: Context) -> tuple[int, Any]:
     values = ctx.values
-    program = _program(ctx)
+    program, labels = _program(ctx)
     limit = ctx.state.engine.limits.max_memory_quota
     if values["memory_quota"] > limit:
         raise MemoryQuotaExceeded(values["memory_quota"], limit)
@@ -100,6 +106,7 @@ async def create(ctx: Context) -> tuple[int, Any]:
         input=values["input"],
         environment=values["environment"],
         grants=values["grants"],
+        labels=labels,
     )
     session.breakpoints = set(values["breakpoints"])
     return 201, _view(ctx, session.id)
@@ -130,6 +137,18 @@ async def step(ctx: Context) -> tuple[int, Any]:
     return 200, _view(ctx, session.id)
 
 
+async def step_over(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    await ctx.state.debug.step_over(session)
+    return 200, _view(ctx, session.id)
+
+
+async def step_out(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    await ctx.state.debug.step_out(session)
+    return 200, _view(ctx, session.id)
+
+
 async def run(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
     await ctx.state.debug.run(session, ctx.values["max_ticks"], ctx.values["breakpoints"])
@@ -157,6 +176,30 @@ _MEMORY = (
 )
 _ERRORS = (400, 404)
 
+
+def _command(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    fields: Sequence[Field] | None = None,
+    *,
+    errors: tuple[int, ...] = _ERRORS,
+) -> Operation:
+    """An operation on one session that answers with its view (and takes the memory window)."""
+    return Operation(
+        method,
+        _SESSION + path,
+        handler,
+        summary,
+        fields=fields,
+        query=_MEMORY,
+        errors=errors,
+        tag="debugger",
+        response=_VIEW,
+    )
+
+
 DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
     Operation(
         "POST",
@@ -177,16 +220,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         tag="debugger",
         response={"type": "object"},
     ),
-    Operation(
-        "GET",
-        _SESSION,
-        show,
-        "The session's full view",
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
+    _command("GET", "", show, "The session's full view"),
     Operation(
         "DELETE",
         _SESSION,
@@ -196,48 +230,24 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         tag="debugger",
         response={"type": "object"},
     ),
-    Operation(
+    _command("POST", "/step", step, "Execute count instructions", STEP_FIELDS),
+    _command(
         "POST",
-        _SESSION + "/step",
-        step,
-        "Execute count instructions",
-        fields=STEP_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
+        "/step_over",
+        step_over,
+        "One instruction; a CALL runs until it returns (or a breakpoint)",
     ),
-    Operation(
+    _command(
+        "POST", "/step_out", step_out, "Run until the current function returns (or a breakpoint)"
+    ),
+    _command("POST", "/run", run, "Run to a breakpoint, a stop, or max_ticks", RUN_FIELDS),
+    _command("PUT", "/breakpoints", set_breakpoints, "Replace the breakpoints", BREAKPOINT_FIELDS),
+    _command(
         "POST",
-        _SESSION + "/run",
-        run,
-        "Run to a breakpoint, a stop, or max_ticks",
-        fields=RUN_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "PUT",
-        _SESSION + "/breakpoints",
-        set_breakpoints,
-        "Replace the breakpoints",
-        fields=BREAKPOINT_FIELDS,
-        query=_MEMORY,
-        errors=_ERRORS,
-        tag="debugger",
-        response=_VIEW,
-    ),
-    Operation(
-        "POST",
-        _SESSION + "/deliver",
+        "/deliver",
         deliver,
         "Queue a message on a receiving channel",
-        fields=DELIVER_FIELDS,
-        query=_MEMORY,
+        DELIVER_FIELDS,
         errors=(*_ERRORS, 403, 409),
-        tag="debugger",
-        response=_VIEW,
     ),
 )

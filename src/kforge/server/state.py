@@ -1,4 +1,5 @@
-"""What one server holds: its engine, configuration, authenticator and debug sessions."""
+"""What one server holds: its engine, configuration, authenticator, debug sessions and
+its notes on sandboxes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from kforge.core import AgentId
 from kforge.engine import Engine
 from kforge.server.auth import AuthConfig, Authenticator
 from kforge.server.debug import DebugLimits, DebugManager
+from kforge.server.notes import SandboxNotes
 
 __all__ = ["ServerConfig", "ServerState"]
 
@@ -43,3 +45,4 @@ class ServerState:
     operator_agent: AgentId
     dev_token: str
     subscriptions: dict[AgentId, int] = field(default_factory=dict)
+    notes: SandboxNotes = field(default_factory=SandboxNotes)

@@ -16,15 +16,40 @@
   const listPath = me.operator ? "/v1/sandboxes?all=true" : "/v1/sandboxes";
   const body = document.querySelector("#sandboxes tbody");
 
+  // The program: its name when the upload gave one, else its short id.
+  function program(s) {
+    if (!s.program_id) return el("span", { class: "dim" }, "—");
+    return s.program_name
+      ? el("span", { title: s.program_id }, s.program_name)
+      : el("span", { class: "mono dim", title: s.program_id }, short(s.program_id));
+  }
+
+  // When it was created: the time today, the date and time before.
+  function created(ms) {
+    if (ms === null || ms === undefined) return el("span", { class: "dim" }, "—");
+    const when = new Date(ms);
+    const today = when.toDateString() === new Date().toDateString();
+    return el("span", { title: when.toISOString() },
+      today ? when.toLocaleTimeString() : when.toLocaleString());
+  }
+
+  function fault(s) {
+    if (!s.fault) return "";
+    return el("span", { class: "error" }, s.fault + (s.fault_detail !== null && s.fault_detail !== undefined ? ` ${s.fault_detail}` : ""));
+  }
+
   async function refresh() {
     const { sandboxes } = await api("GET", listPath);
     const rows = sandboxes.slice().reverse().map((s) => el("tr", { "data-id": s.id, "data-state": s.state },
       el("td", {}, el("a", { href: "sandbox.html?id=" + s.id, class: "mono" }, short(s.id))),
+      el("td", { class: "program" }, program(s)),
+      el("td", { class: "created" }, created(s.created_at_ms)),
       el("td", { class: "mono" }, short(s.owner)),
       el("td", {}, badge(s.state)),
+      el("td", { class: "fault" }, fault(s)),
       el("td", {}, bar(s.ticks_used, s.tick_budget)),
       el("td", {}, bar(s.memory_used, s.memory_quota))));
-    body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 5, class: "empty" }, "no sandboxes yet"))]));
+    body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "no sandboxes yet"))]));
     const live = sandboxes.filter((s) => ["READY", "RUNNING", "BLOCKED"].includes(s.state)).length;
     document.getElementById("counts").textContent = `${sandboxes.length} kept, ${live} live`;
   }

@@ -63,6 +63,8 @@
 
   const n = () => Math.max(1, Number($("n").value) || 1);
   $("step").addEventListener("click", () => call("POST", "/step", { count: 1 }));
+  $("step-over").addEventListener("click", () => call("POST", "/step_over", {}));
+  $("step-out").addEventListener("click", () => call("POST", "/step_out", {}));
   $("step-n").addEventListener("click", () => call("POST", "/step", { count: n() }));
   $("run").addEventListener("click", () => call("POST", "/run", { max_ticks: 10000000 }));
   $("run-n").addEventListener("click", () => call("POST", "/run", { max_ticks: n(), breakpoints: [] }));
@@ -77,17 +79,43 @@
     call("PUT", "/breakpoints", { breakpoints: [...set] });
   }
 
+  // "file:line:col" of a source location, with its function when known.
+  function located(source) {
+    const where = `${source.file}:${source.line}:${source.column}`;
+    return source.function ? `${source.function} (${where})` : where;
+  }
+
+  // The label the pc is under (the nearest at or before it), as "in name+offset".
+  function whereIs(pc) {
+    if (view.source) return "in " + located(view.source);
+    let best = -1;
+    for (const key of Object.keys(view.labels)) {
+      const index = Number(key);
+      if (index <= pc && index > best) best = index;
+    }
+    if (best < 0) return "";
+    return `in ${view.labels[best][0]}` + (pc > best ? `+${pc - best}` : "");
+  }
+
   function render() {
     $("state").replaceChildren(kforge.badge(view.state));
     $("stop").textContent = view.last_stop + (view.fault ? ` (${view.fault})` : "");
     $("pc").textContent = view.pc;
+    $("where").textContent = whereIs(view.pc);
     $("ticks").textContent = `${view.ticks_used} / ${view.tick_budget}`;
     const breakpoints = new Set(view.breakpoints);
-    const lines = view.code.map((line, index) => el("div", {
-      class: (index === view.pc ? "pc " : "") + (breakpoints.has(index) ? "bp" : ""),
-      "data-index": index, onclick: () => toggleBreakpoint(index),
-    }, `${String(index).padStart(4)}  ${line}`));
-    $("code").replaceChildren(...lines);
+    const listing = [];
+    const lines = view.code.map((line, index) => {
+      for (const name of view.labels[index] || []) listing.push(el("div", { class: "label" }, `${name}:`));
+      const source = view.sources && view.sources[index];
+      const row = el("div", {
+        class: (index === view.pc ? "pc " : "") + (breakpoints.has(index) ? "bp" : ""),
+        "data-index": index, onclick: () => toggleBreakpoint(index),
+      }, `${String(index).padStart(4)}  ${line.padEnd(28)}`, source ? el("span", { class: "dim" }, located(source)) : "");
+      listing.push(row);
+      return row;
+    });
+    $("code").replaceChildren(...listing);
     lines[view.pc]?.scrollIntoView({ block: "nearest" });
     const changed = new Set(view.changed);
     const shown = view.registers.map((value, index) => [index, value])
