@@ -730,7 +730,10 @@ def _emit_branch(
 
 def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
     """``r1 = site word of return address r1``: a binary search compiled to code."""
-    entries = sorted(sites)
+    entries: list[tuple[int, int]] = []
+    for address, word in sorted(sites):  # a run of equal words needs only its first
+        if not entries or entries[-1][1] != word:
+            entries.append((address, word))
     if not entries:
         code.emit(Opcode.LI, RESULT, imm=site_word(0, SiteKind.BOTTOM))
         code.emit(Opcode.RET)

@@ -134,7 +134,7 @@ def allocate(
             for register in term.uses():
                 touch(register, block_span[index][1])
 
-    call_positions = [at for at, _, _ in calls]
+    across = _live_across_calls(function, order, live_out, calls)
     intervals = sorted(starts, key=lambda r: (starts[r], r))
     active: list[tuple[int, int, int]] = []  # heap of (end, register, phys)
     busy = 0
@@ -146,10 +146,9 @@ def allocate(
         while active and active[0][0] <= start:
             _, _, phys = heapq.heappop(active)
             busy &= ~(1 << phys)
-        first = bisect_right(call_positions, start)
-        last = bisect_left(call_positions, end)
+        crossed = across.get(register, ())
         clobbered = 0
-        for k in range(first, last):
+        for k in crossed:
             clobbered |= calls[k][1]
         free = ALLOCATABLE_MASK & ~busy
         if not free:
@@ -160,13 +159,48 @@ def allocate(
         used |= 1 << phys
         heapq.heappush(active, (end, register, phys))
         if clobbered >> phys & 1:
-            for k in range(first, last):
+            for k in crossed:
                 if calls[k][1] >> phys & 1:
                     saves.setdefault(id(calls[k][2]), []).append(phys)
     clobber = used
     for _, mask, _ in calls:
         clobber |= mask
     return Allocation(registers, saves, clobber, used)
+
+
+def _live_across_calls(
+    function: Function,
+    order: list[int],
+    live_out: dict[int, int],
+    calls: list[tuple[int, int, Insn]],
+) -> dict[int, list[int]]:
+    """For each virtual register, the calls (indexes into ``calls``) it is live across:
+    live after the call and not defined by it.  Exact, unlike the interval, which also
+    covers blocks laid out between uses."""
+    number = {id(insn): k for k, (_, _, insn) in enumerate(calls)}
+    across: dict[int, list[int]] = {}
+    for index in order:
+        block = function.blocks[index]
+        live = live_out[index]
+        term = block.term
+        if term is not None:
+            for register in term.uses():
+                if register >= FIRST_VIRTUAL:
+                    live |= 1 << (register - FIRST_VIRTUAL)
+        for insn in reversed(block.insns):
+            defined = 0
+            for register in insn.defs():
+                if register >= FIRST_VIRTUAL:
+                    defined |= 1 << (register - FIRST_VIRTUAL)
+            if insn.op in ("CALL", "CALLI"):
+                k = number[id(insn)]
+                for bit in _bits(live & ~defined):
+                    across.setdefault(bit + FIRST_VIRTUAL, []).append(k)
+            live &= ~defined
+            for register in insn.uses():
+                if register >= FIRST_VIRTUAL:
+                    live |= 1 << (register - FIRST_VIRTUAL)
+    return across
 
 
 def _choose(free: int, clobbered: int, used: int, hint: int, prefer_high: bool) -> int:
@@ -192,7 +226,10 @@ def _bits(mask: int) -> list[int]:
 
 
 def _block_order(function: Function) -> list[int]:
-    """Reachable blocks in emission order (the order they were created)."""
+    """Reachable blocks in emission order: each block is followed, where it can be, by
+    the successor it would jump to (a ``JMP`` target, or a branch's true side, which the
+    compiler makes the likely one, else its false side), so that the likely path runs
+    without jumps."""
     blocks = function.blocks
     reachable = [False] * len(blocks)
     stack = [0]
@@ -204,7 +241,21 @@ def _block_order(function: Function) -> list[int]:
         term = blocks[index].term
         if term is not None:
             stack.extend(term.targets)
-    return [index for index in range(len(blocks)) if reachable[index]]
+    placed = [False] * len(blocks)
+    order: list[int] = []
+    for seed in range(len(blocks)):
+        index = seed
+        while reachable[index] and not placed[index]:
+            placed[index] = True
+            order.append(index)
+            term = blocks[index].term
+            if term is None or not term.targets:
+                break
+            if term.op == "JMP" or not placed[term.targets[0]]:
+                index = term.targets[0]
+            else:
+                index = term.targets[1]
+    return order
 
 
 def block_order(function: Function) -> list[int]:
