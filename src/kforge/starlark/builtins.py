@@ -170,3 +170,21 @@ TESTING: Final[dict[str, Builtin]] = {
         Builtin("_freeze", "builtin_freeze", ("x",), 1),
     )
 }
+
+#: The primitives the ``forge`` module (``forge.star``) is written with; predeclared in
+#: that module only.
+HOST: Final[dict[str, Builtin]] = {
+    b.name: b
+    for b in (
+        Builtin("_send", "builtin__send", ("channel", "data"), 2),
+        Builtin("_recv", "builtin__recv", ("channel", "as_text"), 2),
+        Builtin("_poll", "builtin__poll", ("channel",), 1),
+        Builtin("_budget", "builtin__budget"),
+        Builtin("_tick", "builtin__tick"),
+        Builtin("_env", "builtin__env"),
+        Builtin("_le", "builtin__le", ("value", "width"), 2),
+        Builtin("_read_le", "builtin__read_le", ("data", "offset", "width"), 3),
+    )
+}
+#: The name of the host module, predeclared in every file and loadable by name.
+FORGE_MODULE: Final = "@forge"

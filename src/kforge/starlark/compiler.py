@@ -22,7 +22,7 @@ from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.lower import ModuleCompiler, ModuleInfo, ProgramState
 from kforge.starlark.lowlevel import RuntimeLibrary, compile_modules
 from kforge.starlark.regalloc import OutOfRegisters
-from kforge.starlark.scope import resolve
+from kforge.starlark.scope import Kind, resolve
 from kforge.starlark.syntax import parse
 
 #: The runtime's modules, compiled together (their functions see each other by name).
@@ -42,6 +42,7 @@ RUNTIME_MODULES: Final = tuple(
         "calls",
         "builtins_core",
         "testing",
+        "host",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).
@@ -121,14 +122,25 @@ class ProgramCompiler:
         source = parse(text, filename)
         universe = set(starlark_builtins.UNIVERSE)
         predeclared = set(starlark_builtins.TESTING) if self.state.testing else set()
+        if key == starlark_builtins.FORGE_MODULE:
+            predeclared |= set(starlark_builtins.HOST)
+        else:
+            predeclared.add("forge")
         resolution = resolve(source.module, filename, predeclared, universe)
         loaded: dict[str, ModuleInfo] = {}
+        if any(b.kind is Kind.PREDECLARED and b.name == "forge" for b in resolution.bindings.values()):
+            loaded[starlark_builtins.FORGE_MODULE] = self.compile_file(
+                starlark_builtins.FORGE_MODULE, forge_source()
+            )
         for statement in source.module.body:
             call = _load_call(statement)
             if call is None:
                 continue
             name = call.args[0].value  # type: ignore[attr-defined]
             if name in loaded:
+                continue
+            if name == starlark_builtins.FORGE_MODULE:
+                loaded[name] = self.compile_file(name, forge_source())
                 continue
             try:
                 child_text = self.loader(name)
@@ -160,6 +172,11 @@ class ProgramCompiler:
             return emit_program(unit).program
         except OutOfRegisters as error:
             raise StarlarkCompileError(main.filename, 1, 1, f"function {error} is too large to compile") from None
+
+
+def forge_source() -> str:
+    """The Starlark source of the ``forge`` module (shipped beside the compiler)."""
+    return (Path(__file__).parent / "forge.star").read_text(encoding="utf-8")
 
 
 def _load_call(statement: object) -> object:

@@ -22,7 +22,7 @@ from typing import Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
-from kforge.starlark.builtins import FUNCTIONS, METHODS, TESTING, Builtin
+from kforge.starlark.builtins import FORGE_MODULE, FUNCTIONS, HOST, METHODS, TESTING, Builtin
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
@@ -875,10 +875,36 @@ class FunctionCompiler:
         return self.builtin_value(builtin)
 
     def predeclared_value(self, name: str, node: ast.AST) -> int:
-        builtin = TESTING.get(name) if self.state.testing else None
+        if name == "forge":
+            return self.forge_module()
+        builtin = HOST.get(name) if self.module.key == FORGE_MODULE else None
+        if builtin is None and self.state.testing:
+            builtin = TESTING.get(name)
         if builtin is None:
             raise self.module.fail(node, f"undefined: {name}")
         return self.builtin_value(builtin)
+
+    def forge_module(self) -> int:
+        """The ``forge`` module as a value: made once per program, from the public
+        globals of ``forge.star``."""
+        info = self.module.loaded[FORGE_MODULE]
+        cache = DataRef(self.state.data.word("forge:module"))
+        result = self.b.reg()
+        cached = self.b.load(ZERO, ref=cache, dst=result)
+        make, done = self.b.new_block(), self.b.new_block()
+        self.b.br("NZ", cached, -1, done, make)
+        self.b.set_block(make)
+        self.rt(info.init, result=False)
+        public = [name for name in info.globals if not name.startswith("_")]
+        members = self.rt("dict_new", self.const(len(public)))
+        for name in public:
+            value = self.b.load(ZERO, ref=DataRef(info.globals[name]))
+            self.rt("dict_set", members, self.string(name), value, result=False)
+        self.b.mov(self.rt("builtin_module", self.string("forge"), members), dst=result)
+        self.b.store(result, ZERO, ref=cache)
+        self.b.jmp(done)
+        self.b.set_block(done)
+        return result
 
     def builtin_value(self, builtin: Builtin, receiver: int = ZERO) -> int:
         """A builtin function (or a method bound to ``receiver``) as a value."""
@@ -1157,8 +1183,12 @@ class FunctionCompiler:
                 if binding.name in ("getattr", "hasattr", "dir"):
                     self.state.method_tables = True
                 return self.builtin_call(FUNCTIONS[binding.name], node, where, receiver=-1)
-            if binding.kind is Kind.PREDECLARED and self.state.testing and binding.name in TESTING:
-                return self.builtin_call(TESTING[binding.name], node, where, receiver=-1)
+            if binding.kind is Kind.PREDECLARED:
+                builtin = HOST.get(binding.name) if self.module.key == FORGE_MODULE else None
+                if builtin is None and self.state.testing:
+                    builtin = TESTING.get(binding.name)
+                if builtin is not None:
+                    return self.builtin_call(builtin, node, where, receiver=-1)
             if binding.kind is Kind.GLOBAL and binding.name in self.module.known_functions and not _has_star(node):
                 target = self.module.known_functions[binding.name]
                 return self.known_call(target, binding.name, node, where)
@@ -1434,9 +1464,13 @@ class FunctionCompiler:
             self.b.mov(value, dst=result)
             self.b.jmp(done)
             self.b.set_block(other)
+        # not a value with that method: a module's member (or Go's "has no .name" error)
+        self.b.loc = self.position(node.func.value, ".")  # type: ignore[attr-defined]
+        callee = self.rt("getattr_value", receiver, self.string(name))
+        positional, keywords = self.arguments_as_values(node)
         self.b.loc = where
-        self.rt("no_such_method", receiver, self.string(name), result=False)
-        self.b.halt()
+        self.b.mov(self.rt("call_value", callee, positional, keywords), dst=result)
+        self.b.jmp(done)
         self.b.set_block(done)
         return result
 

@@ -102,8 +102,10 @@ class _FunctionCompiler:
         data: Declarations,
         resolve_function: Callable[[str], str | None],
         catch_sites: set[int],
+        globals_by_name: dict[str, Any],
     ) -> None:
         self.catch_sites = catch_sites
+        self.globals_by_name = globals_by_name
         self.module = module
         self.name = node.name
         self.node = node
@@ -378,6 +380,8 @@ class _FunctionCompiler:
 
         if node.attr == "value" and isinstance(node.value, ast.Name):
             owner = self.lookup(node.value.id)
+            if owner is None:  # a Global of another runtime module
+                owner = self.globals_by_name.get(node.value.id)
             if isinstance(owner, Global):
                 return self.data.word(f"g:{owner.module}.{node.value.id}", owner.initial)
         raise self.error(node, "only a Global's .value may be read or assigned")
@@ -707,8 +711,17 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
     def resolve(name: str) -> str | None:
         return name if name in owners or name in EXTERNAL else None
 
+    from kforge.starlark.runtime.intrinsics import Global
+
+    globals_by_name: dict[str, Any] = {}
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, Global):
+                if name in globals_by_name:
+                    raise LowLevelError(module.__name__, ast.Module(), f"Global {name} is defined twice")
+                globals_by_name[name] = value
     for module, node in nodes:
         library.functions[node.name] = _FunctionCompiler(
-            module, node, library.data, resolve, library.catch_sites
+            module, node, library.data, resolve, library.catch_sites, globals_by_name
         ).compile()
     return library

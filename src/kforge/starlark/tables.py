@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
-from kforge.starlark.builtins import FUNCTIONS, METHOD_LIST, METHODS, TESTING, Builtin
+from kforge.starlark.builtins import FUNCTIONS, HOST, METHOD_LIST, METHODS, TESTING, Builtin
 from kforge.starlark.ir import DataRef, Function
 from kforge.starlark.lower import ProgramState
 from kforge.starlark.regs import ZERO
@@ -21,7 +21,7 @@ def builtin_of(key: tuple[int, str]) -> Builtin:
     tag, name = key
     if tag:
         return METHODS[name][tag]
-    return FUNCTIONS.get(name) or TESTING[name]
+    return FUNCTIONS.get(name) or TESTING.get(name) or HOST[name]
 
 
 def number_every_method(state: ProgramState) -> None:
