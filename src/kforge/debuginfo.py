@@ -1,11 +1,16 @@
 """What a debugger can know of a program's source: code labels and source locations.
 
-A program compiled from a higher-level language carries, in its metadata section,
-the source position of each instruction (file, line, column, function).
-:func:`source_location` is the one place that reads it, so that every tool showing
-where a program is (the debugger, fault reports) gets the same answer.  No
-compiler writes that section yet, so for now every program answers ``None`` and
-tools fall back to the instruction itself.
+A program compiled from a higher-level language (Starlark) carries, in its metadata
+section, the source position of each instruction (file, line, column, function) as
+a :class:`DebugInfo`.  :func:`source_location` is the one place that reads it, so
+that every tool showing where a program is (the trace, the debugger, fault reports,
+the profiler) gets the same answer; programs without it answer ``None`` and tools
+fall back to the instruction itself.
+
+Encoding: the metadata section starts with :data:`MAGIC`, followed by one msgpack
+array ``[functions, runs]``: ``functions`` is a list of ``[name, file, runtime]``,
+``runs`` a flat list of ``pc, function, line, column`` quadruples, each giving the
+position from ``pc`` up to the next run (line 0: runtime code, no source position).
 
 Labels come from the assembly text when the debugger has it
 (:func:`kforge.asm.assemble_with_labels`) and otherwise from the program's
@@ -14,11 +19,25 @@ exported code symbols (:func:`code_labels`).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
 
 from kforge.program import ForgeProgram, SymbolKind
 
-__all__ = ["SourceLocation", "code_labels", "source_location", "source_locations"]
+__all__ = [
+    "DebugInfo",
+    "FunctionInfo",
+    "Position",
+    "SourceLocation",
+    "code_labels",
+    "debug_info",
+    "source_location",
+    "source_locations",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +54,115 @@ class SourceLocation:
         return f"{self.function} ({where})" if self.function else where
 
 
+def debug_info(program: ForgeProgram) -> DebugInfo | None:
+    """The program's source map, if it carries one (decoded once per program)."""
+    cached = _decoded.get(program.program_id)
+    if cached is None:
+        cached = (DebugInfo.decode(program.metadata),)
+        if len(_decoded) > 64:
+            _decoded.clear()
+        _decoded[program.program_id] = cached
+    return cached[0]
+
+
+_decoded: dict[object, tuple[DebugInfo | None]] = {}
+
+
 def source_location(program: ForgeProgram, pc: int) -> SourceLocation | None:
-    """The source position of the instruction at ``pc``, if the program records one."""
-    return None
+    """The source position of the instruction at ``pc``, if the program records one
+    (runtime code of a language has none)."""
+    info = debug_info(program)
+    if info is None:
+        return None
+    position = info.position(pc)
+    if position is None or position.runtime or not position.line:
+        return None
+    return SourceLocation(position.file, position.line, position.col, position.function)
 
 
 def source_locations(program: ForgeProgram) -> tuple[SourceLocation | None, ...] | None:
     """:func:`source_location` of every instruction, or ``None`` when the program has none."""
     locations = tuple(source_location(program, pc) for pc in range(len(program.code)))
     return locations if any(location is not None for location in locations) else None
+
+
+MAGIC: Final = b"KFORGE-STARLARK-DEBUG-1\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionInfo:
+    name: str
+    file: str
+    runtime: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where an instruction came from: its function, and (for source code, not a
+    language's runtime) its file, line and column."""
+
+    function: str
+    file: str
+    line: int  # 0 for runtime code
+    col: int
+    runtime: bool
+
+
+class DebugInfo:
+    """Per-instruction source positions, as runs of equal positions."""
+
+    def __init__(self, functions: Sequence[FunctionInfo], runs: Sequence[tuple[int, int, int, int]]) -> None:
+        self.functions = tuple(functions)
+        self.runs = tuple(runs)
+        self._starts = [run[0] for run in self.runs]
+
+    @classmethod
+    def from_locations(
+        cls, functions: Sequence[FunctionInfo], locations: Sequence[tuple[int, Any]]
+    ) -> DebugInfo:
+        """From each instruction's (function number, position with ``line`` and ``col``,
+        or ``None``)."""
+        runs: list[tuple[int, int, int, int]] = []
+        previous: tuple[int, int, int] | None = None
+        for pc, (function, loc) in enumerate(locations):
+            key = (function, loc.line if loc else 0, loc.col if loc else 0)
+            if key != previous:
+                runs.append((pc, *key))
+                previous = key
+        return cls(functions, runs)
+
+    def position(self, pc: int) -> Position | None:
+        """Where instruction ``pc`` came from, or ``None`` outside the code."""
+        at = bisect_right(self._starts, pc) - 1
+        if at < 0:
+            return None
+        _, function, line, col = self.runs[at]
+        info = self.functions[function]
+        return Position(info.name, info.file, line, col, info.runtime)
+
+    def encode(self) -> bytes:
+        flat = [value for run in self.runs for value in run]
+        body = [[[f.name, f.file, f.runtime] for f in self.functions], flat]
+        return MAGIC + msgpack.packb(body, use_bin_type=True)
+
+    @classmethod
+    def decode(cls, metadata: bytes) -> DebugInfo | None:
+        """The map in ``metadata``, or ``None`` when there is none (or it is damaged)."""
+        if not metadata.startswith(MAGIC):
+            return None
+        try:
+            body: Any = msgpack.unpackb(metadata[len(MAGIC) :], raw=False, strict_map_key=True)
+            raw_functions, flat = body
+            functions = [FunctionInfo(str(n), str(f), bool(r)) for n, f, r in raw_functions]
+            if len(flat) % 4:
+                return None
+            runs = [tuple(int(v) for v in flat[i : i + 4]) for i in range(0, len(flat), 4)]
+            for run in runs:
+                if not 0 <= run[1] < len(functions):
+                    return None
+        except (ValueError, TypeError, msgpack.UnpackException):
+            return None
+        return cls(functions, runs)  # type: ignore[arg-type]
 
 
 def code_labels(program: ForgeProgram) -> dict[int, tuple[str, ...]]:

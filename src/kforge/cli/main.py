@@ -120,7 +120,7 @@ def _build_parser() -> Parser:
         "(channel 1) to stderr, unchanged; exit status 0 when it halted, 1 when it faulted "
         "or blocked (then one line on stderr says what happened), 2 when it could not run.",
     )
-    run.add_argument("file", help="assembly text or FRGP bytes (- for stdin)")
+    run.add_argument("file", help="assembly text, Starlark source (.star) or FRGP bytes (- for stdin)")
     report = run.add_mutually_exclusive_group()
     report.add_argument("--json", action="store_true", help="print the result as one JSON object")
     report.add_argument(
@@ -132,7 +132,14 @@ def _build_parser() -> Parser:
     run.add_argument(
         "--trace",
         action="store_true",
-        help="print each executed instruction first (on stderr with --json)",
+        help="print each executed instruction first, with its source line when the program "
+        "has one (on stderr with --json)",
+    )
+    run.add_argument(
+        "--profile",
+        action="store_true",
+        help="count ticks per source function and line (on the reference tier) and print "
+        "the table on stderr at the end",
     )
     add_machine_options(run)
     run.set_defaults(handler=_command_run)
@@ -154,11 +161,19 @@ def _instruction_at(machine: Machine, pc: int) -> str:
 
 
 def _trace(machine: Machine, out: TextIO) -> None:
-    """Step the machine, printing pc, ticks after, the instruction and changed registers."""
+    """Step the machine, printing pc, ticks after, the instruction and changed registers;
+    for a program with a source map, a line naming the source position each time the
+    position changes."""
+    from kforge.debuginfo import source_location
     from kforge.machine import MachineState
 
+    shown = None
     while machine.state in (MachineState.READY, MachineState.RUNNING):
         pc = machine.pc
+        where = source_location(machine.program, pc)
+        if where is not None and where != shown:
+            out.write(f"# {where}\n")
+            shown = where
         before = list(machine.registers)
         machine.step()
         text = _instruction_at(machine, pc)
@@ -290,6 +305,12 @@ def _command_run(args: argparse.Namespace) -> int:
     if args.trace:
         _trace(machine, sys.stderr if args.json else sys.stdout)
         copy_output()
+    elif args.profile:
+        from kforge.profiler import format_profile, profile
+
+        counts = profile(machine)
+        copy_output()
+        sys.stderr.write(format_profile(counts) + "\n")
     else:
         _run_to_stop(machine, args.tier, copy_output)
     if args.json:

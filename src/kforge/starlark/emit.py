@@ -35,7 +35,7 @@ from kforge.program import ForgeProgram
 from collections.abc import Mapping
 
 from kforge.starlark.data import DataLayout, Record, words
-from kforge.starlark.debuginfo import DebugInfo, FunctionInfo
+from kforge.debuginfo import DebugInfo, FunctionInfo
 from kforge.starlark.ir import FIRST_VIRTUAL, BlockRef, CodeRef, DataRef, Function, Insn, Loc
 from kforge.starlark.regalloc import Allocation, allocate, block_order
 from kforge.starlark.regs import (
@@ -264,7 +264,7 @@ def emit_program(unit: Unit) -> Emitted:
             frames += [_static_string(data, file), _static_string(data, shown)]
     data.place(FRAMES_TABLE, words(frames or [0]))
     sites: list[tuple[int, int]] = []  # (return address, site word)
-    start = _emit_start(code, unit, depth, sites)
+    start = _emit_start(code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites)
     order = [unit.entry] + sorted(name for name in functions if name != unit.entry)
     for name in order:
         if name == SITE_INFO:
@@ -476,8 +476,15 @@ def _emit_start(code: _Code, unit: Unit, depth: dict[str, int], sites: list[tupl
     start = code.here
     code.function = 0
     code.loc = None
+    referenced = {
+        insn.ref.name
+        for function in unit.functions.values()
+        for block in function.blocks
+        for insn in block.insns
+        if isinstance(insn.ref, DataRef) and insn.ref.name in ENVIRONMENT_WORDS
+    }
     for register, name in zip((254, 255), ENVIRONMENT_WORDS, strict=True):
-        if name in code.data.declared:  # only programs that read the environment
+        if name in referenced:  # only programs that read the environment
             code.emit(Opcode.STOREW, 0, register, ZERO, imm=code.data.address(name))
     code.emit(Opcode.ADD, HP, 253, ZERO)
     code.emit(Opcode.LI, ONE, imm=1)
