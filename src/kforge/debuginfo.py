@@ -35,6 +35,7 @@ __all__ = [
     "SourceLocation",
     "code_labels",
     "debug_info",
+    "source_frames",
     "source_location",
     "source_locations",
 ]
@@ -66,6 +67,24 @@ def debug_info(program: ForgeProgram) -> DebugInfo | None:
 
 
 _decoded: dict[object, tuple[DebugInfo | None]] = {}
+
+
+def source_frames(machine: Any) -> list[SourceLocation]:
+    """The source frames of a stopped machine, innermost first (empty for a program
+    without a source map, or a stack that cannot be read as its frames)."""
+    info = debug_info(machine.program)
+    if info is None or not info.sites:
+        return []
+    top = machine.memory_quota & ~7
+    sp = machine.sp
+    if not 0 <= sp <= top or (top - sp) // 8 > 1 << 20:
+        return []
+    raw = bytes(machine.memory[sp:top])
+    words = [int.from_bytes(raw[i : i + 8], "little") for i in range(0, len(raw), 8)]
+    return [
+        SourceLocation(p.file, p.line, p.col, p.function)
+        for p in info.frames(words, machine.pc)
+    ]
 
 
 def source_location(program: ForgeProgram, pc: int) -> SourceLocation | None:
@@ -108,13 +127,69 @@ class Position:
     runtime: bool
 
 
-class DebugInfo:
-    """Per-instruction source positions, as runs of equal positions."""
+#: Kinds of the caller at a call site (as the Starlark compiler's unwind table has them).
+SITE_RUNTIME = 0
+SITE_SOURCE = 1
+SITE_BOTTOM = 2
+SITE_CATCH = 3
 
-    def __init__(self, functions: Sequence[FunctionInfo], runs: Sequence[tuple[int, int, int, int]]) -> None:
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """A call's return address: the words its caller pushed around it, what kind of
+    code the caller is, and (for source code) the caller's function and position."""
+
+    pushes: int
+    kind: int
+    function: int
+    line: int
+    col: int
+
+
+class DebugInfo:
+    """Per-instruction source positions, as runs of equal positions; and the call sites
+    that let a host walk a stopped machine's stack back to its source frames."""
+
+    def __init__(
+        self,
+        functions: Sequence[FunctionInfo],
+        runs: Sequence[tuple[int, int, int, int]],
+        sites: dict[int, Site] | None = None,
+    ) -> None:
         self.functions = tuple(functions)
         self.runs = tuple(runs)
         self._starts = [run[0] for run in self.runs]
+        self.sites = sites or {}
+
+    def frames(self, words: Sequence[int], pc: int) -> list[Position]:
+        """The source frames of a stopped machine, innermost first: ``words`` is its
+        stack (from the stack pointer up to the top), ``pc`` where it stopped.  The
+        innermost frame is where ``pc`` is if that is source code, else the source
+        line that called into the runtime.  Empty when the stack cannot be read as this
+        program's frames."""
+        here = self.position(pc)
+        for start in range(min(len(words), 300)):
+            chain = self._chain(words, start)
+            if chain is not None:
+                frames = [here] if here is not None and not here.runtime and here.line else []
+                for site in chain:
+                    if site.kind == SITE_SOURCE:
+                        info = self.functions[site.function]
+                        frames.append(Position(info.name, info.file, site.line, site.col, False))
+                return frames
+        return []
+
+    def _chain(self, words: Sequence[int], index: int) -> list[Site] | None:
+        chain: list[Site] = []
+        while index < len(words):
+            site = self.sites.get(words[index])
+            if site is None:
+                return None
+            chain.append(site)
+            index += 1 + site.pushes
+            if site.kind == SITE_BOTTOM:
+                return chain if index == len(words) else None
+        return None
 
     @classmethod
     def from_locations(
@@ -142,7 +217,12 @@ class DebugInfo:
 
     def encode(self) -> bytes:
         flat = [value for run in self.runs for value in run]
-        body = [[[f.name, f.file, f.runtime] for f in self.functions], flat]
+        sites = [
+            value
+            for address, site in sorted(self.sites.items())
+            for value in (address, site.pushes, site.kind, site.function, site.line, site.col)
+        ]
+        body = [[[f.name, f.file, f.runtime] for f in self.functions], flat, sites]
         return MAGIC + msgpack.packb(body, use_bin_type=True)
 
     @classmethod
@@ -152,17 +232,23 @@ class DebugInfo:
             return None
         try:
             body: Any = msgpack.unpackb(metadata[len(MAGIC) :], raw=False, strict_map_key=True)
-            raw_functions, flat = body
+            raw_functions, flat, raw_sites = body
             functions = [FunctionInfo(str(n), str(f), bool(r)) for n, f, r in raw_functions]
-            if len(flat) % 4:
+            if len(flat) % 4 or len(raw_sites) % 6:
                 return None
             runs = [tuple(int(v) for v in flat[i : i + 4]) for i in range(0, len(flat), 4)]
             for run in runs:
                 if not 0 <= run[1] < len(functions):
                     return None
+            sites: dict[int, Site] = {}
+            for i in range(0, len(raw_sites), 6):
+                address, pushes, kind, function, line, col = (int(v) for v in raw_sites[i : i + 6])
+                if not 0 <= function < len(functions):
+                    return None
+                sites[address] = Site(pushes, kind, function, line, col)
         except (ValueError, TypeError, msgpack.UnpackException):
             return None
-        return cls(functions, runs)  # type: ignore[arg-type]
+        return cls(functions, runs, sites)  # type: ignore[arg-type]
 
 
 def code_labels(program: ForgeProgram) -> dict[int, tuple[str, ...]]:

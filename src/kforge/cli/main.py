@@ -225,7 +225,12 @@ def _stop_line(machine: Machine) -> str | None:
     """One line saying why a machine that did not halt stopped; ``None`` when it halted."""
     from kforge.isa import Channel, FaultCode
 
+    from kforge.debuginfo import source_frames
+
     where = _instruction_at(machine, machine.pc)
+    frames = source_frames(machine)
+    if frames:  # a compiled program: say where in its source
+        where = f"{where}; {frames[0].file}:{frames[0].line}:{frames[0].column} in {frames[0].function}"
     after = f"at pc {machine.pc} ({where}) after {machine.ticks_used} ticks"
     if machine.fault is not None:
         detail = f" {machine.fault_detail}" if machine.fault_detail is not None else ""

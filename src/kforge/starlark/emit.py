@@ -35,7 +35,7 @@ from kforge.program import ForgeProgram
 from collections.abc import Mapping
 
 from kforge.starlark.data import DataLayout, Record, words
-from kforge.debuginfo import DebugInfo, FunctionInfo
+from kforge.debuginfo import DebugInfo, FunctionInfo, Site
 from kforge.starlark.ir import FIRST_VIRTUAL, BlockRef, CodeRef, DataRef, Function, Insn, Loc
 from kforge.starlark.regalloc import Allocation, allocate, block_order
 from kforge.starlark.regs import (
@@ -143,6 +143,7 @@ class _Code:
     data: DataLayout
 
     def __init__(self) -> None:
+        self.all_sites: list[tuple[int, int]] = []
         self.words: list[list[int]] = []  # [opcode, rd, rs1, rs2, imm]
         self.locations: list[tuple[int, Loc | None]] = []  # (function number, loc)
         self.labels: dict[tuple[str, int] | str, int] = {}
@@ -296,6 +297,17 @@ def emit_program(unit: Unit) -> Emitted:
     instructions = tuple(Instruction(*word) for word in code.words)
     program_data = data.finish()
     debug = DebugInfo.from_locations(infos, code.locations)
+    starlark_to_debug = {number: function_numbers[name] for name, number in starlark_numbers.items()}
+    debug.sites = {
+        address: Site(
+            word & 0xFF,
+            (word >> 8) & 3,
+            starlark_to_debug.get((word >> 16) & 0xFFFF, 0) if (word >> 8) & 3 == SiteKind.STARLARK else 0,
+            (word >> 32) & 0xFFFFF,
+            word >> 52,
+        )
+        for address, word in code.all_sites
+    }
     program = ForgeProgram(instructions, program_data, start, metadata=debug.encode())
     return Emitted(program, debug, checked, depth)
 
@@ -496,6 +508,7 @@ def _emit_start(code: _Code, unit: Unit, depth: dict[str, int], sites: list[tupl
     code.emit_to(Opcode.JLT, "rt$no_memory", rs1=LIM, rs2=HP)
     code.emit_to(Opcode.CALL, unit.entry)
     sites.append((code.here, site_word(0, SiteKind.BOTTOM)))
+    code.all_sites.append(sites[-1])
     code.emit(Opcode.HALT)
     code.labels["rt$no_memory"] = code.here
     code.emit(Opcode.FAULT, imm=FAULT_NO_MEMORY)
@@ -602,7 +615,9 @@ def _emit_function(
         code.emit(Opcode.LI, SCRATCH_A, imm=frame)
         code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
         code.emit_to(Opcode.CALL, STACK_OVERFLOW)
-        sites.append((code.here, site_word(0, SiteKind.STARLARK if starlark else SiteKind.RUNTIME, number, None)))
+        word = site_word(0, SiteKind.STARLARK if starlark else SiteKind.RUNTIME, number, None)
+        sites.append((code.here, word))
+        code.all_sites.append((code.here, word))
         code.emit(Opcode.HALT)
 
 
@@ -643,14 +658,16 @@ def _emit_call(
         code.emit(Opcode.PUSH, 0, SCRATCH_B)
         code.emit(Opcode.RET)
         raises = True
-    if raises or id(insn) in unit.catch_sites or id(insn) in unit.bottom_sites:
-        if id(insn) in unit.bottom_sites:
-            kind = SiteKind.BOTTOM
-        elif id(insn) in unit.catch_sites:
-            kind = SiteKind.CATCH
-        else:
-            kind = SiteKind.STARLARK if starlark else SiteKind.RUNTIME
-        sites.append((code.here, site_word(len(saved), kind, number, insn.loc if starlark else None)))
+    if id(insn) in unit.bottom_sites:
+        kind = SiteKind.BOTTOM
+    elif id(insn) in unit.catch_sites:
+        kind = SiteKind.CATCH
+    else:
+        kind = SiteKind.STARLARK if starlark else SiteKind.RUNTIME
+    word = site_word(len(saved), kind, number, insn.loc if starlark else None)
+    code.all_sites.append((code.here, word))  # every call, for a host reading the stack
+    if raises or kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME:
+        sites.append((code.here, word))  # calls an error can unwind, for the runtime
     if insn.dst >= 0 and reg(insn.dst) != RESULT:
             code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)
     for register in reversed(saved):
