@@ -465,7 +465,7 @@ class FunctionCompiler:
             current = self.expr(target)
             operand = self.expr(node.value)
             self.b.loc = where
-            result = self.binary(op, current, operand, in_place=True)
+            result = self.binary(op, current, operand, in_place=True, right_constant=_small_literal(node.value))
             self.store_name_binding(self.module.resolution.bindings[id(target)], result, target)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
@@ -696,6 +696,10 @@ class FunctionCompiler:
         if isinstance(op, ast.Eq | ast.NotEq):
             if isinstance(op, ast.NotEq):
                 t, f = f, t
+            if _identity_literal(node.left) or _identity_literal(node.comparators[0]):
+                # a small int, None, True or False equals only its own word
+                b.br("EQ", left, right, t, f)  # type: ignore[arg-type]
+                return
             differ, neither_int = b.new_block(), b.new_block()
             b.br("EQ", left, right, t, differ)  # type: ignore[arg-type]
             b.set_block(differ)
@@ -711,10 +715,17 @@ class FunctionCompiler:
             b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
             return
         both, slow = b.new_block(), b.new_block()
-        tags = b.op("AND", left, right)
-        b.br("NZ", b.op("AND", tags, ONE), -1, both, slow)
+        left_constant = _small_literal(node.left)
+        right_constant = _small_literal(node.comparators[0])
+        b.br("NZ", self.small_tags(left, right, left_constant, right_constant), -1, both, slow)
         b.set_block(both)
-        b.br(_SIGNED_COND[type(op)], left, right, t, f)  # type: ignore[arg-type]
+        if right_constant is not None:  # fold the literal's sign flip into the constant
+            biased = b.op("XOR", left, SIGN)
+            word = (word_of_int(right_constant) or 0) ^ L.SIGN_BIT
+            unsigned = {"SLT": "LT", "SLE": "LE", "SGT": "GT", "SGE": "GE"}[_SIGNED_COND[type(op)]]
+            b.br(unsigned, biased, self.const(word), t, f)  # type: ignore[arg-type]
+        else:
+            b.br(_SIGNED_COND[type(op)], left, right, t, f)  # type: ignore[arg-type]
         b.set_block(slow)
         result = self.rt("compare", left, right, self.const(_ORDER[type(op)]))
         b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
@@ -758,7 +769,13 @@ class FunctionCompiler:
             left = self.expr(node.left)
             right = self.expr(node.right)
             self.b.loc = self.position(node.left, _BINARY_SYMBOL[type(node.op)])
-            return self.binary(_BINARY_RUNTIME[type(node.op)], left, right)
+            return self.binary(
+                _BINARY_RUNTIME[type(node.op)],
+                left,
+                right,
+                left_constant=_small_literal(node.left),
+                right_constant=_small_literal(node.right),
+            )
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
                 return self.bool_value(node)
@@ -933,25 +950,57 @@ class FunctionCompiler:
         b.set_block(done)
         return result
 
-    def binary(self, op: str, left: int, right: int, in_place: bool = False) -> int:
+    def binary(
+        self,
+        op: str,
+        left: int,
+        right: int,
+        in_place: bool = False,
+        left_constant: int | None = None,
+        right_constant: int | None = None,
+    ) -> int:
+        """``left op right``; ``*_constant`` is the value of an operand that is a small-int
+        literal, which lets the inline paths test fewer tags and fold constants."""
         if op == "add":
-            return self.add_sub(left, right, True, "inplace_add" if in_place else "add")
+            return self.add_sub(left, right, True, "inplace_add" if in_place else "add", left_constant, right_constant)
         if op == "sub":
-            return self.add_sub(left, right, False, "sub")
+            return self.add_sub(left, right, False, "sub", left_constant, right_constant)
+        if op == "mul":
+            return self.multiply(left, right)
+        if op in ("floordiv", "mod") and right_constant is not None and right_constant > 0:
+            return self.divide_by_constant(op, left, right, right_constant)
         if op == "bitor" and in_place:
             return self.rt("inplace_bitor", left, right)
         return self.rt(op, left, right)
 
-    def add_sub(self, left: int, right: int, adding: bool, slow_name: str) -> int:
+    def small_tags(self, left: int, right: int, left_constant: int | None, right_constant: int | None) -> int:
+        """A register that is non-zero when both operands are small ints (a literal is)."""
+        if left_constant is not None:
+            return self.b.op("AND", right, ONE)
+        if right_constant is not None:
+            return self.b.op("AND", left, ONE)
+        return self.b.op("AND", self.b.op("AND", left, right), ONE)
+
+    def add_sub(
+        self,
+        left: int,
+        right: int,
+        adding: bool,
+        slow_name: str,
+        left_constant: int | None = None,
+        right_constant: int | None = None,
+    ) -> int:
         """Small-int addition or subtraction inline, with the overflow test; anything
         else (big ints, strings, lists, errors) in the runtime."""
         b = self.b
         result = b.reg()
         fast, slow, done = b.new_block(), b.new_block(), b.new_block()
-        tags = b.op("AND", left, right)
-        b.br("NZ", b.op("AND", tags, ONE), -1, fast, slow)
+        b.br("NZ", self.small_tags(left, right, left_constant, right_constant), -1, fast, slow)
         b.set_block(fast)
-        right_even = b.op("SUB", right, ONE)  # 2y
+        if right_constant is not None:
+            right_even = self.const((right_constant << 1) & 0xFFFF_FFFF_FFFF_FFFF)  # 2y
+        else:
+            right_even = b.op("SUB", right, ONE)  # 2y
         value = b.op("ADD" if adding else "SUB", left, right_even)
         if adding:  # overflow iff both operands' signs differ from the result's
             flags = b.op("AND", b.op("XOR", left, value), b.op("XOR", right_even, value))
@@ -964,6 +1013,60 @@ class FunctionCompiler:
         b.jmp(done)
         b.set_block(slow)
         b.mov(self.rt(slow_name, left, right), dst=result)
+        b.jmp(done)
+        b.set_block(done)
+        return result
+
+    def multiply(self, left: int, right: int) -> int:
+        """Small ints below 2**31 in magnitude multiply inline (the product fits a small
+        int); anything else in the runtime."""
+        b = self.b
+        result = b.reg()
+        fast, check_right, in_range, slow, done = (b.new_block() for _ in range(5))
+        b.br("NZ", self.small_tags(left, right, None, None), -1, check_right, slow)
+        b.set_block(check_right)
+        # a word w = 2x+1 has |x| < 2**31 exactly when w + 2**32 < 2**33 (unsigned)
+        shifted_left = b.op("ADD", left, self.const(1 << 32))
+        limit = self.const(1 << 33)
+        b.br("LT", shifted_left, limit, in_range, slow)
+        b.set_block(in_range)
+        shifted_right = b.op("ADD", right, self.const(1 << 32))
+        b.br("LT", shifted_right, limit, fast, slow)
+        b.set_block(fast)
+        # y = (right + 2**32) >> 1, less 2**31; the product 2x * y, plus the tag
+        y = b.op("SUB", b.op("SHR", shifted_right, ONE), self.const(1 << 31))
+        product = b.op("MUL", b.op("SUB", left, ONE), y)
+        b.op("ADD", product, ONE, dst=result)
+        b.jmp(done)
+        b.set_block(slow)
+        b.mov(self.rt("mul", left, right), dst=result)
+        b.jmp(done)
+        b.set_block(done)
+        return result
+
+    def divide_by_constant(self, op: str, left: int, right: int, divisor: int) -> int:
+        """``x // c`` and ``x % c`` for a positive literal ``c`` and a non-negative small
+        ``x`` inline (floored and truncated division agree there); else the runtime."""
+        b = self.b
+        result = b.reg()
+        small, fast, slow, done = (b.new_block() for _ in range(4))
+        b.br("NZ", b.op("AND", left, ONE), -1, small, slow)
+        b.set_block(small)
+        b.br("LT", left, SIGN, fast, slow)
+        b.set_block(fast)
+        x = b.op("SHR", left, ONE)
+        if divisor & (divisor - 1) == 0:  # a power of two: a shift or a mask
+            shift = divisor.bit_length() - 1
+            if op == "floordiv":
+                value = b.op("SHR", x, self.const(shift)) if shift else x
+            else:
+                value = b.op("AND", x, self.const(divisor - 1))
+        else:
+            value = b.op("DIV" if op == "floordiv" else "MOD", x, self.const(divisor))
+        b.op("OR", b.op("SHL", value, ONE), ONE, dst=result)
+        b.jmp(done)
+        b.set_block(slow)
+        b.mov(self.rt(op, left, right), dst=result)
         b.jmp(done)
         b.set_block(done)
         return result
@@ -1537,6 +1640,21 @@ class FunctionCompiler:
             raise self.module.fail(node, f"a call may pass at most {MAX_ARGUMENTS} arguments")
         self.b.loc = where
         return self.b.call(fast, values)
+
+
+def _small_literal(node: ast.expr) -> int | None:
+    """The value of an int literal (or its negation) that is a small int, else None."""
+    value = _constant_int(node)
+    if value is None or word_of_int(value) is None:
+        return None
+    return value
+
+
+def _identity_literal(node: ast.expr) -> bool:
+    """A literal whose value equals only values with the same word."""
+    if _small_literal(node) is not None:
+        return True
+    return isinstance(node, ast.Constant) and any(node.value is v for v in (None, True, False))
 
 
 def _constant_int(node: ast.expr) -> int | None:
