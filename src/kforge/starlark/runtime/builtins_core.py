@@ -95,7 +95,7 @@ def builtin_list(x: int) -> int:
     if x == 0:
         return list_from_items(0, 0)
     if is_iterable(x) == 0:
-        error_with_type("list: got ", x, ", want iterable", "list")
+        error_with_type("list: for parameter 1: got ", x, ", want iterable", "list")
     return iterable_to_list(x)
 
 
@@ -105,7 +105,7 @@ def builtin_tuple(x: int) -> int:
     if tag_of(x) == L.TAG_TUPLE:
         return x
     if is_iterable(x) == 0:
-        error_with_type("tuple: got ", x, ", want iterable", "tuple")
+        error_with_type("tuple: for parameter 1: got ", x, ", want iterable", "tuple")
     items = iterable_to_list(x)
     return tuple_from_items(load(items + L.LIST_ITEMS), load(items + L.LIST_LEN))
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import slt, store
+from kforge.starlark.runtime.intrinsics import load, sar, slt, store
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc_object, error
-    from kforge.starlark.runtime.sequences import index_word
+    from kforge.starlark.runtime.bigint import big_to_word
+    from kforge.starlark.runtime.core import alloc_object, buf_new, buf_str, buf_to_string, error
+    from kforge.starlark.runtime.format import write_str
+    from kforge.starlark.runtime.strings import string_concat
+    from kforge.starlark.runtime.values import error_with_type, tag_of
 
 
 def make_range(start: int, stop: int, step: int, count: int) -> int:
@@ -33,14 +36,14 @@ def builtin_range(first: int, second: int, third: int) -> int:
     stop = 0
     step = 1
     if second == 0:
-        stop = index_word(first, "range: for parameter stop: ")
+        stop = range_argument(first, "range: for parameter 1: ")
     else:
-        start = index_word(first, "range: for parameter start: ")
-        stop = index_word(second, "range: for parameter stop: ")
+        start = range_argument(first, "range: for parameter 1: ")
+        stop = range_argument(second, "range: for parameter 2: ")
         if third != 0:
-            step = index_word(third, "range: for parameter step: ")
+            step = range_argument(third, "range: for parameter 3: ")
             if step == 0:
-                error("step argument must not be zero", "range")
+                error("range: step argument must not be zero", "range")
     count = 0
     if slt(0, step):
         if slt(start, stop):
@@ -49,3 +52,25 @@ def builtin_range(first: int, second: int, third: int) -> int:
         if slt(stop, start):
             count = (start - stop + (0 - step) - 1) // (0 - step)
     return make_range(start, stop, step, count)
+
+
+def range_argument(v: int, what: int) -> int:
+    """A bound of ``range`` as a signed machine word (Go takes them as 64-bit ints)."""
+    if v & 1:
+        return sar(v, 1)
+    if tag_of(v) == L.TAG_BIGINT:
+        info = load(v + L.BIGINT_INFO)
+        if (info & 0xFFFFFFFF) <= 2:
+            n = big_to_word(v)
+            if (info >> 32) == 0:
+                if slt(n, 0) == 0:
+                    return n
+            elif slt(n, 0) or n == 0:
+                return n
+        b = buf_new(64)
+        buf_str(b, what)
+        write_str(b, v)
+        buf_str(b, " out of range (want value in signed 64-bit range)")
+        error(buf_to_string(b, L.TAG_STRING), "range")
+    error_with_type(string_concat(what, "got "), v, ", want int", "range")
+    return 0
