@@ -1299,6 +1299,11 @@ class FunctionCompiler:
             receiver = self.expr(func.value)
             return self.method_call(receiver, func.attr, node, where)
         callee = self.expr(func)
+        if not node.keywords and len(node.args) <= 3 and not _has_star(node):
+            # positional arguments in registers: a simple function is entered directly
+            values = [self.expr(argument) for argument in node.args]
+            self.b.loc = where
+            return self.rt(f"call_value{len(values)}", *values, callee)
         positional, keywords = self.arguments_as_values(node)
         self.b.loc = where
         return self.rt("call_value", callee, positional, keywords)

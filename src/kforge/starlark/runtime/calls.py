@@ -482,3 +482,55 @@ def sorted_keys(d: int) -> int:
             j -= 1
         store(items + 8 * j, key)
     return result
+
+
+# -- calls through values that allocate nothing ---------------------------------------
+
+
+def simple_arity(fn: int) -> int:
+    """For a Starlark function whose fast entry takes exactly its positional parameters
+    (no defaults needed beyond them, no ``*args``, ``**kwargs`` or keyword-only
+    parameters): their number; otherwise -1 (as a word)."""
+    if tag_of(fn) != L.TAG_FUNCTION:
+        return 0 - 1
+    desc = load(fn + L.FUNC_DESCRIPTOR)
+    if (load(desc + L.DESC_FLAGS) & (L.DESC_HAS_VARARGS | L.DESC_HAS_KWARGS)) != 0:
+        return 0 - 1
+    if load(desc + L.DESC_NKWONLY) != 0:
+        return 0 - 1
+    return load(desc + L.DESC_NPARAMS)
+
+
+def call_value0(fn: int) -> int:
+    """``fn()`` for any callable; a Starlark function of no parameters is entered directly."""
+    if simple_arity(fn) == 0:
+        jump_address(load(fn + L.FUNC_ENTRY), fn)
+    return call_value(fn, tuple_with(0), 0)
+
+
+def call_value1(a: int, fn: int) -> int:
+    """``fn(a)``: the argument stays in its register when ``fn`` takes exactly one."""
+    if simple_arity(fn) == 1:
+        jump_address(load(fn + L.FUNC_ENTRY), a, fn)
+    args = tuple_with(1)
+    store(args + L.TUPLE_ITEMS, a)
+    return call_value(fn, args, 0)
+
+
+def call_value2(a: int, b: int, fn: int) -> int:
+    if simple_arity(fn) == 2:
+        jump_address(load(fn + L.FUNC_ENTRY), a, b, fn)
+    args = tuple_with(2)
+    store(args + L.TUPLE_ITEMS, a)
+    store(args + L.TUPLE_ITEMS + 8, b)
+    return call_value(fn, args, 0)
+
+
+def call_value3(a: int, b: int, c: int, fn: int) -> int:
+    if simple_arity(fn) == 3:
+        jump_address(load(fn + L.FUNC_ENTRY), a, b, c, fn)
+    args = tuple_with(3)
+    store(args + L.TUPLE_ITEMS, a)
+    store(args + L.TUPLE_ITEMS + 8, b)
+    store(args + L.TUPLE_ITEMS + 16, c)
+    return call_value(fn, args, 0)
