@@ -37,10 +37,10 @@ PARSER_MODULES = {
     "kforge.cli.link", "kforge.cli.proofs", "kforge.cli.registry", "kforge.cli.sandbox",
     "kforge.cli.server", "kforge.cli.starlark", "kforge.core", "kforge.isa", "kforge.memory",
     "kforge.machine",
-    "kforge.program", "kforge.tiers", "kforge.terminal",
+    "kforge.program", "kforge.sources", "kforge.tiers", "kforge.terminal",
 }  # fmt: skip
 #: And what running a program on the interpreter adds.
-RUN_MODULES = PARSER_MODULES | {"kforge.asm", "kforge.disasm"}
+RUN_MODULES = PARSER_MODULES | {"kforge.asm", "kforge.disasm", "kforge.debuginfo"}
 
 
 def imported_by(*argv: str) -> tuple[int, set[str]]:

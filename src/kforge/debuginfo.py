@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgpack
-
 from kforge.program import ForgeProgram, SymbolKind
 
 __all__ = [
@@ -82,8 +80,7 @@ def source_frames(machine: Any) -> list[SourceLocation]:
     raw = bytes(machine.memory[sp:top])
     words = [int.from_bytes(raw[i : i + 8], "little") for i in range(0, len(raw), 8)]
     return [
-        SourceLocation(p.file, p.line, p.col, p.function)
-        for p in info.frames(words, machine.pc)
+        SourceLocation(p.file, p.line, p.col, p.function) for p in info.frames(words, machine.pc)
     ]
 
 
@@ -216,6 +213,8 @@ class DebugInfo:
         return Position(info.name, info.file, line, col, info.runtime)
 
     def encode(self) -> bytes:
+        import msgpack
+
         flat = [value for run in self.runs for value in run]
         sites = [
             value
@@ -230,6 +229,8 @@ class DebugInfo:
         """The map in ``metadata``, or ``None`` when there is none (or it is damaged)."""
         if not metadata.startswith(MAGIC):
             return None
+        import msgpack  # only programs that carry a map pay for the import
+
         try:
             body: Any = msgpack.unpackb(metadata[len(MAGIC) :], raw=False, strict_map_key=True)
             raw_functions, flat, raw_sites = body

@@ -68,5 +68,7 @@ def format_profile(result: Profile, limit: int = 15) -> str:
     for (file, line), ticks in result.lines.most_common(limit):
         lines.append(f"  {ticks:>12} {100 * ticks / total:>6.1f}  {file}:{line}")
     if result.unattributed:
-        lines.append(f"  {result.unattributed:>12} {100 * result.unattributed / total:>6.1f}  (start-up)")
+        lines.append(
+            f"  {result.unattributed:>12} {100 * result.unattributed / total:>6.1f}  (start-up)"
+        )
     return "\n".join(lines)

@@ -120,7 +120,9 @@ def _build_parser() -> Parser:
         "(channel 1) to stderr, unchanged; exit status 0 when it halted, 1 when it faulted "
         "or blocked (then one line on stderr says what happened), 2 when it could not run.",
     )
-    run.add_argument("file", help="assembly text, Starlark source (.star) or FRGP bytes (- for stdin)")
+    run.add_argument(
+        "file", help="assembly text, Starlark source (.star) or FRGP bytes (- for stdin)"
+    )
     report = run.add_mutually_exclusive_group()
     report.add_argument("--json", action="store_true", help="print the result as one JSON object")
     report.add_argument(
@@ -223,14 +225,15 @@ def _run_to_stop(machine: Machine, tier: str, after_slice: Callable[[], None]) -
 
 def _stop_line(machine: Machine) -> str | None:
     """One line saying why a machine that did not halt stopped; ``None`` when it halted."""
-    from kforge.isa import Channel, FaultCode
-
     from kforge.debuginfo import source_frames
+    from kforge.isa import Channel, FaultCode
 
     where = _instruction_at(machine, machine.pc)
     frames = source_frames(machine)
     if frames:  # a compiled program: say where in its source
-        where = f"{where}; {frames[0].file}:{frames[0].line}:{frames[0].column} in {frames[0].function}"
+        where = (
+            f"{where}; {frames[0].file}:{frames[0].line}:{frames[0].column} in {frames[0].function}"
+        )
     after = f"at pc {machine.pc} ({where}) after {machine.ticks_used} ticks"
     if machine.fault is not None:
         detail = f" {machine.fault_detail}" if machine.fault_detail is not None else ""

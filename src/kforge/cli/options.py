@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
 from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
+from kforge.sources import DEFAULT_STARLARK_MEMORY
 from kforge.tiers import TIERS
 
 if TYPE_CHECKING:
@@ -193,42 +194,10 @@ def read_input(args: argparse.Namespace) -> bytes:
     return data
 
 
-#: The memory quota a ``.star`` file is compiled for when the command has no ``--memory``.
-STARLARK_MEMORY = 65_536
-
-
-def load_program(path: str, memory_quota: int = STARLARK_MEMORY) -> ForgeProgram:
+def load_program(path: str, memory_quota: int = DEFAULT_STARLARK_MEMORY) -> ForgeProgram:
     """Read FRGP bytes, assembly text or Starlark source (a ``.star`` file, compiled for
-    a machine of ``memory_quota`` bytes) from ``path`` (``-``: stdin); FRGP is told by
-    its magic."""
-    from kforge.asm import assemble
-    from kforge.core import InvalidProgram
-    from kforge.program import decode_program, is_program_bytes
+    a machine of ``memory_quota`` bytes) from ``path`` (``-``: stdin); see
+    :func:`kforge.sources.program_from_source`."""
+    from kforge.sources import program_from_source
 
-    blob = read_bytes(path)
-    if path.endswith(".star") and not is_program_bytes(blob):
-        return compile_starlark_file(path, blob, memory_quota)
-    if is_program_bytes(blob):
-        try:
-            return decode_program(blob)
-        except InvalidProgram as error:
-            raise InvalidProgram(f"{path}: {error.reason}") from None
-    try:
-        text = blob.decode("utf-8-sig")  # a leading byte-order mark is not part of the text
-    except UnicodeDecodeError as error:
-        raise CliError(
-            f"{path}: neither FRGP bytes nor UTF-8 assembly text "
-            f"(invalid UTF-8 at byte {error.start})"
-        ) from None
-    return assemble(text, path)
-
-
-def compile_starlark_file(path: str, blob: bytes, memory_quota: int) -> ForgeProgram:
-    """Compile the Starlark source ``blob`` read from ``path``."""
-    from kforge.starlark import StarlarkCompileError, compile_starlark
-
-    try:
-        text = blob.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise StarlarkCompileError(path, 1, 1, f"invalid UTF-8 at byte {error.start}") from None
-    return compile_starlark(text, path, memory_quota=memory_quota)
+    return program_from_source(read_bytes(path), path, memory_quota)

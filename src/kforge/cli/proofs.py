@@ -82,7 +82,7 @@ def command_prove(args: argparse.Namespace) -> int:
     from kforge.proofs.keys import load_or_create_key
     from kforge.proofs.replay import RunRecord
 
-    program = load_program(args.file)
+    program = load_program(args.file, memory_quota=args.memory)
     record = RunRecord.create(
         program,
         input=read_input(args),
@@ -132,7 +132,7 @@ def command_verify(args: argparse.Namespace) -> int:
     from kforge.proofs.keys import parse_public_key
 
     proof, record = read_bundle(args.proof)
-    program = load_program(args.file)
+    program = load_program(args.file, memory_quota=record.memory_quota)
     public_key: Any = parse_public_key(args.public_key) if args.public_key else proof.forge_key
     if program.program_id != record.program_id:
         # Re-execute FILE under the proven parameters; the report names the program mismatch.

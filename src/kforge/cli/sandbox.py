@@ -275,7 +275,7 @@ async def _report(engine: Engine, sandbox: Hash256, owner: AgentId, as_json: boo
 async def _new_sandbox(engine: Engine, owner: AgentId, args: argparse.Namespace) -> Hash256:
     from kforge.engine import CreateSandbox
 
-    code = engine.vault.put_program(load_program(args.file))
+    code = engine.vault.put_program(load_program(args.file, memory_quota=args.memory))
     return await engine.create_sandbox(
         CreateSandbox(
             owner,

@@ -14,9 +14,7 @@ from kforge.cli.options import CliError, load_program, u64
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    compile_ = commands.add_parser(
-        "compile", help="compile a Starlark file (.star) to FRGP bytes"
-    )
+    compile_ = commands.add_parser("compile", help="compile a Starlark file (.star) to FRGP bytes")
     compile_.add_argument("file", help="the Starlark source")
     compile_.add_argument(
         "-o", "--output", required=True, help="where to write the FRGP bytes ('-' for stdout)"

@@ -14,7 +14,7 @@ from typing import Any, Final, Protocol
 
 import msgpack
 
-from kforge.asm import AssemblyError, assemble
+from kforge.asm import AssemblyError
 from kforge.core import ForgeError, Hash256
 from kforge.isa import OPCODES, Opcode
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
@@ -29,6 +29,7 @@ from kforge.registry.model import (
     TestVector,
 )
 from kforge.registry.policy import RegistryPolicy
+from kforge.sources import DEFAULT_STARLARK_MEMORY, is_starlark_name, program_from_source
 
 __all__ = [
     "BUNDLE_VERSION",
@@ -79,19 +80,27 @@ def _result(gate: Gate, report: dict[str, Any], failures: Sequence[GateFailure])
     return GateResult(gate, not failures, report, tuple(failures))
 
 
-def decode_source(source: bytes, filename: str) -> ForgeProgram:
-    """The program in ``source``: FRGP bytes decoded strictly, or assembly text assembled."""
-    if is_program_bytes(source):
-        return decode_program(source)
-    return assemble(source.decode("utf-8"), filename)
+def decode_source(
+    source: bytes, filename: str, memory_quota: int = DEFAULT_STARLARK_MEMORY
+) -> ForgeProgram:
+    """The program in ``source``: FRGP bytes decoded strictly, Starlark source (a
+    ``.star`` name) compiled for ``memory_quota`` bytes, or assembly text assembled."""
+    return program_from_source(source, filename, memory_quota)
 
 
-def decode_gate(source: bytes, filename: str) -> tuple[GateResult, ForgeProgram | None]:
-    """The container decodes strictly and canonically (assembling the source first)."""
-    form = "container" if is_program_bytes(source) else "assembly"
+def decode_gate(
+    source: bytes, filename: str, memory_quota: int = DEFAULT_STARLARK_MEMORY
+) -> tuple[GateResult, ForgeProgram | None]:
+    """The container decodes strictly and canonically (assembling or compiling the source
+    first)."""
+    form = (
+        "container"
+        if is_program_bytes(source)
+        else ("starlark" if is_starlark_name(filename) else "assembly")
+    )
     report: dict[str, Any] = {"form": form, "source_hash": Hash256.of(source).hex}
     try:
-        program = decode_source(source, filename)
+        program = decode_source(source, filename, memory_quota)
     except AssemblyError as error:
         facts = {"line": error.line, "column": error.column, "detail": error.message}
         failure = _failure(FailureKind.DECODE, str(error), form=form, **facts)

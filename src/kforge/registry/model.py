@@ -69,6 +69,9 @@ class Manifest:
     grants: tuple[int, ...] = ()
     tick_budget: int = 1_000_000
     memory_quota: int = 65_536
+    #: What the source is: "starlark" for Starlark source (compiled for ``memory_quota``),
+    #: "" for FRGP bytes or assembly text (told apart by the magic).
+    language: str = ""
 
     def __post_init__(self) -> None:
         bad = [c for c in self.grants if c not in GRANTABLE_CHANNELS]
@@ -76,6 +79,8 @@ class Manifest:
             raise ValueError(f"channel {bad[0]} cannot be granted (only 3..7)")
         if not 0 < self.tick_budget <= WORD_MASK or not 0 < self.memory_quota <= 1 << 32:
             raise ValueError("tick budget and memory quota must be positive and in range")
+        if self.language not in ("", "starlark"):
+            raise ValueError(f"unknown source language {self.language!r} (only 'starlark')")
         object.__setattr__(self, "grants", tuple(sorted(set(self.grants))))
 
     @property
@@ -83,12 +88,20 @@ class Manifest:
         """Every channel a program of this proposal may use: defaults plus grants."""
         return frozenset(DEFAULT_GRANTS) | frozenset(self.grants)
 
+    @property
+    def source_name(self) -> str:
+        """A file name that tells :func:`kforge.sources.program_from_source` the language."""
+        return "source.star" if self.language == "starlark" else "source"
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "grants": list(self.grants),
             "tick_budget": self.tick_budget,
             "memory_quota": self.memory_quota,
         }
+        if self.language:
+            body["language"] = self.language
+        return body
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> Manifest:
@@ -96,6 +109,7 @@ class Manifest:
             grants=tuple(body.get("grants", ())),
             tick_budget=int(body.get("tick_budget", 1_000_000)),
             memory_quota=int(body.get("memory_quota", 65_536)),
+            language=str(body.get("language", "")),
         )
 
 

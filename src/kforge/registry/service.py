@@ -11,6 +11,7 @@ signature and the container's hash against the program id.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from kforge.registry.model import (
 )
 from kforge.registry.policy import RegistryPolicy
 from kforge.registry.signing import StatusRequest, parse_request, signature_valid
+from kforge.sources import is_starlark_name
 
 __all__ = ["LEDGER_FILE_NAME", "Entry", "LogRecord", "Registry", "TrustPolicy"]
 
@@ -269,9 +271,11 @@ class Registry:
         if not name or not version:
             raise ValueError("a proposal needs a name and a version")
         manifest = manifest or Manifest()
+        if is_starlark_name(filename) and not manifest.language:
+            manifest = dataclasses.replace(manifest, language="starlark")
         parse_vectors(vectors, f"{name}@{version} vectors")
         try:
-            program: ForgeProgram | None = decode_source(source, filename)
+            program: ForgeProgram | None = decode_source(source, filename, manifest.memory_quota)
         except (ForgeError, UnicodeDecodeError):  # the decode gate will report why
             program = None
         key = proposer or self.node_key
@@ -376,7 +380,9 @@ class Registry:
         vectors: Any,
         store: Callable[[str, bytes], Hash256],
     ) -> list[GateResult]:
-        decoded, program = decode_gate(source, entry.label)
+        decoded, program = decode_gate(
+            source, f"{entry.label}:{entry.manifest.source_name}", entry.manifest.memory_quota
+        )
         if program is not None and (
             entry.program_id is None or program.program_id != entry.program_id
         ):

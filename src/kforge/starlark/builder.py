@@ -74,7 +74,13 @@ class Builder:
         if dst < 0:
             dst = self.reg()
         self._emit(
-            Insn("LOAD" if byte else "LOADW", dst=dst, a=base, imm=offset & 0xFFFF_FFFF_FFFF_FFFF, ref=ref)
+            Insn(
+                "LOAD" if byte else "LOADW",
+                dst=dst,
+                a=base,
+                imm=offset & 0xFFFF_FFFF_FFFF_FFFF,
+                ref=ref,
+            )
         )
         return dst
 
@@ -131,4 +137,3 @@ class Builder:
 
     def fault(self, code: int) -> None:
         self._end(Term("FAULT", imm=code))
-

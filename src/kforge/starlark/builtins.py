@@ -87,7 +87,9 @@ FUNCTIONS: Final[dict[str, Builtin]] = {
 }
 
 
-def _m(receiver: int, type_name: str, name: str, params: str = "", required: int = 0, **options: object) -> Builtin:
+def _m(
+    receiver: int, type_name: str, name: str, params: str = "", required: int = 0, **options: object
+) -> Builtin:
     names = tuple(params.split()) if params else ()
     return Builtin(name, f"{type_name}_{name}", names, required, receiver=receiver, **options)  # type: ignore[arg-type]
 

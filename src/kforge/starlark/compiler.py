@@ -117,7 +117,9 @@ class ProgramCompiler:
         if len(self.modules) >= MAX_MODULES:
             raise StarlarkCompileError(filename, 1, 1, f"more than {MAX_MODULES} modules loaded")
         if len(text.encode()) > MAX_SOURCE_BYTES:
-            raise StarlarkCompileError(filename, 1, 1, f"source larger than {MAX_SOURCE_BYTES} bytes")
+            raise StarlarkCompileError(
+                filename, 1, 1, f"source larger than {MAX_SOURCE_BYTES} bytes"
+            )
         self.loading.append(key)
         source = parse(text, filename)
         universe = set(starlark_builtins.UNIVERSE)
@@ -128,7 +130,9 @@ class ProgramCompiler:
             predeclared.add("forge")
         resolution = resolve(source.module, filename, predeclared, universe)
         loaded: dict[str, ModuleInfo] = {}
-        if any(b.kind is Kind.PREDECLARED and b.name == "forge" for b in resolution.bindings.values()):
+        if any(
+            b.kind is Kind.PREDECLARED and b.name == "forge" for b in resolution.bindings.values()
+        ):
             loaded[starlark_builtins.FORGE_MODULE] = self.compile_file(
                 starlark_builtins.FORGE_MODULE, forge_source()
             )
@@ -145,13 +149,17 @@ class ProgramCompiler:
             try:
                 child_text = self.loader(name)
             except LoadFailure as error:
-                raise StarlarkCompileError(filename, call.lineno, call.col_offset + 1, str(error)) from None
+                raise StarlarkCompileError(
+                    filename, call.lineno, call.col_offset + 1, str(error)
+                ) from None
             except (OSError, KeyError, ValueError) as error:
                 raise StarlarkCompileError(
                     filename, call.lineno, call.col_offset + 1, f"cannot load {name}: {error}"
                 ) from None
             loaded[name] = self.compile_file(name, child_text)
-        info = ModuleCompiler(self.state, source, resolution, key).compile(loaded, is_main=not self.loading[:-1])
+        info = ModuleCompiler(self.state, source, resolution, key).compile(
+            loaded, is_main=not self.loading[:-1]
+        )
         self.loading.pop()
         self.modules[key] = info
         return info
@@ -167,11 +175,15 @@ class ProgramCompiler:
             functions["builtin_call"] = tables.builtin_call_function(self.state)
         declarations = dict(runtime.data.items)
         declarations.update(self.state.data.items)
-        unit = Unit(functions, declarations, main.init, memory_size, catch_sites=runtime.catch_sites)
+        unit = Unit(
+            functions, declarations, main.init, memory_size, catch_sites=runtime.catch_sites
+        )
         try:
             return emit_program(unit).program
         except OutOfRegisters as error:
-            raise StarlarkCompileError(main.filename, 1, 1, f"function {error} is too large to compile") from None
+            raise StarlarkCompileError(
+                main.filename, 1, 1, f"function {error} is too large to compile"
+            ) from None
 
 
 def forge_source() -> str:

@@ -91,7 +91,10 @@ EMERGENCY_RESERVE: Final = 4096
 #: Fault code of a program whose memory quota cannot hold its stack reserve.
 FAULT_NO_MEMORY: Final = 2
 #: Data items where the start code saves the environment block's address and length.
-ENVIRONMENT_WORDS: Final = ("g:kforge.starlark.runtime.core.environment_address", "g:kforge.starlark.runtime.core.environment_length")
+ENVIRONMENT_WORDS: Final = (
+    "g:kforge.starlark.runtime.core.environment_address",
+    "g:kforge.starlark.runtime.core.environment_length",
+)
 
 
 @dataclass
@@ -156,7 +159,9 @@ class _Code:
         self.locations.append((self.function, self.loc))
         return len(self.words) - 1
 
-    def emit_to(self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0) -> int:
+    def emit_to(
+        self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
+    ) -> int:
         index = self.emit(opcode, rd, rs1, rs2)
         self.fixups.append((index, label))
         return index
@@ -204,7 +209,10 @@ def emit_program(unit: Unit) -> Emitted:
                             clobbers[id(insn)] = 0
                         elif callee == SITE_INFO:
                             clobbers[id(insn)] = SITE_INFO_CLOBBER
-                        elif component_of.get(callee) == component_of[name] or callee not in allocations:
+                        elif (
+                            component_of.get(callee) == component_of[name]
+                            or callee not in allocations
+                        ):
                             clobbers[id(insn)] = ALL_CLOBBERED
                         else:
                             clobbers[id(insn)] = allocations[callee].clobber
@@ -221,7 +229,9 @@ def emit_program(unit: Unit) -> Emitted:
                 outside |= allocations[name].own
                 for callee in graph[name]:
                     if component_of.get(callee) != component_of[name]:
-                        outside |= allocations[callee].clobber if callee in allocations else ALL_CLOBBERED
+                        outside |= (
+                            allocations[callee].clobber if callee in allocations else ALL_CLOBBERED
+                        )
                 for block in functions[name].blocks:
                     for insn in block.insns:
                         if insn.op == "CALLI":
@@ -229,12 +239,13 @@ def emit_program(unit: Unit) -> Emitted:
             for name in component:
                 allocations[name].clobber = outside
         for name in sorted(component):
-            depth[name] = _frame_depth(functions[name], allocations[name], depth, checked, component_of)
+            depth[name] = _frame_depth(
+                functions[name], allocations[name], depth, checked, component_of
+            )
         raises = any(
             functions[name].noreturn
             or any(
-                insn.op == "CALLI"
-                or (insn.op == "CALL" and may_raise.get(_callee(insn), True))
+                insn.op == "CALLI" or (insn.op == "CALL" and may_raise.get(_callee(insn), True))
                 for block in functions[name].blocks
                 for insn in block.insns
             )
@@ -265,7 +276,9 @@ def emit_program(unit: Unit) -> Emitted:
             frames += [_static_string(data, file), _static_string(data, shown)]
     data.place(FRAMES_TABLE, words(frames or [0]))
     sites: list[tuple[int, int]] = []  # (return address, site word)
-    start = _emit_start(code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites)
+    start = _emit_start(
+        code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites
+    )
     order = [unit.entry] + sorted(name for name in functions if name != unit.entry)
     for name in order:
         if name == SITE_INFO:
@@ -297,12 +310,16 @@ def emit_program(unit: Unit) -> Emitted:
     instructions = tuple(Instruction(*word) for word in code.words)
     program_data = data.finish()
     debug = DebugInfo.from_locations(infos, code.locations)
-    starlark_to_debug = {number: function_numbers[name] for name, number in starlark_numbers.items()}
+    starlark_to_debug = {
+        number: function_numbers[name] for name, number in starlark_numbers.items()
+    }
     debug.sites = {
         address: Site(
             word & 0xFF,
             (word >> 8) & 3,
-            starlark_to_debug.get((word >> 16) & 0xFFFF, 0) if (word >> 8) & 3 == SiteKind.STARLARK else 0,
+            starlark_to_debug.get((word >> 16) & 0xFFFF, 0)
+            if (word >> 8) & 3 == SiteKind.STARLARK
+            else 0,
             (word >> 32) & 0xFFFFF,
             word >> 52,
         )
@@ -322,10 +339,7 @@ def _callee(insn: Insn) -> str:
 
 def _callees(function: Function) -> set[str]:
     names = {
-        _callee(insn)
-        for block in function.blocks
-        for insn in block.insns
-        if insn.op == "CALL"
+        _callee(insn) for block in function.blocks for insn in block.insns if insn.op == "CALL"
     }
     for block in function.blocks:
         term = block.term
@@ -481,7 +495,9 @@ def _frame_depth(
 # -- emission ---------------------------------------------------------------------
 
 
-def _emit_start(code: _Code, unit: Unit, depth: dict[str, int], sites: list[tuple[int, int]]) -> int:
+def _emit_start(
+    code: _Code, unit: Unit, depth: dict[str, int], sites: list[tuple[int, int]]
+) -> int:
     """The program's first instructions: save the environment block's place, set the
     reserved registers, reserve the stack below the top of memory, check that memory
     is there, run the main module, halt."""
@@ -565,7 +581,11 @@ def _emit_function(
             elif op == "PARAMS":
                 _parallel_move(
                     code,
-                    [(r, reg(v)) for r, v in enumerate(insn.args, start=1) if v in allocation.registers],
+                    [
+                        (r, reg(v))
+                        for r, v in enumerate(insn.args, start=1)
+                        if v in allocation.registers
+                    ],
                 )
             elif op == "MOV":
                 if reg(insn.dst) != reg(insn.a):
@@ -577,7 +597,13 @@ def _emit_function(
                 elif isinstance(ref, DataRef):
                     code.emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
                 elif isinstance(ref, CodeRef):
-                    code.emit_to(Opcode.LI, ref.name if not ref.label else (ref.name, function.exported_labels[ref.label]), rd=reg(insn.dst))
+                    code.emit_to(
+                        Opcode.LI,
+                        ref.name
+                        if not ref.label
+                        else (ref.name, function.exported_labels[ref.label]),
+                        rd=reg(insn.dst),
+                    )
                 else:
                     assert isinstance(ref, BlockRef)
                     code.emit_to(Opcode.LI, (name, ref.block), rd=reg(insn.dst))
@@ -669,7 +695,7 @@ def _emit_call(
     if raises or kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME:
         sites.append((code.here, word))  # calls an error can unwind, for the runtime
     if insn.dst >= 0 and reg(insn.dst) != RESULT:
-            code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)
+        code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)
     for register in reversed(saved):
         code.emit(Opcode.POP, register)
 
@@ -693,8 +719,16 @@ def _emit_terminator(
         if term.targets[0] != following:
             code.emit_to(Opcode.JMP, (name, term.targets[0]))
     elif op == "BR":
-        _emit_branch(code, name, term.cond, reg(term.a), reg(term.b) if term.b >= 0 else ZERO,
-                     term.targets[0], term.targets[1], following)
+        _emit_branch(
+            code,
+            name,
+            term.cond,
+            reg(term.a),
+            reg(term.b) if term.b >= 0 else ZERO,
+            term.targets[0],
+            term.targets[1],
+            following,
+        )
     elif op in ("RET", "JUMPI", "TAILCALL"):
         if op == "RET" and term.a >= 0 and reg(term.a) != RESULT:
             code.emit(Opcode.ADD, RESULT, reg(term.a), ZERO)

@@ -168,7 +168,9 @@ class ModuleCompiler:
         return names
 
 
-def _functions_defined_once(module: ast.Module, resolution: Resolution) -> dict[str, ast.FunctionDef]:
+def _functions_defined_once(
+    module: ast.Module, resolution: Resolution
+) -> dict[str, ast.FunctionDef]:
     """Top-level ``def`` s whose global is bound by that ``def`` and nothing else."""
     bound: dict[str, int] = {}
     defs: dict[str, ast.FunctionDef] = {}
@@ -403,7 +405,9 @@ class FunctionCompiler:
         for local, exported in pairs:
             item = info.globals.get(exported)
             if item is None:
-                raise self.module.fail(call, f"load: name {exported} not found in module {module_name}")
+                raise self.module.fail(
+                    call, f"load: name {exported} not found in module {module_name}"
+                )
             value = self.b.load(ZERO, ref=DataRef(item))
             ok, missing = self.b.new_block(), self.b.new_block()
             self.b.br("NZ", value, -1, ok, missing)
@@ -465,7 +469,9 @@ class FunctionCompiler:
             current = self.expr(target)
             operand = self.expr(node.value)
             self.b.loc = where
-            result = self.binary(op, current, operand, in_place=True, right_constant=_small_literal(node.value))
+            result = self.binary(
+                op, current, operand, in_place=True, right_constant=_small_literal(node.value)
+            )
             self.store_name_binding(self.module.resolution.bindings[id(target)], result, target)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
@@ -534,7 +540,9 @@ class FunctionCompiler:
         self.b.loc = self.loc(node)
         sequence = self.rt("iter_start", iterable)
         self.sequence_loop(
-            sequence, lambda item: self.assign(node.target, item), lambda: self.statements(node.body)
+            sequence,
+            lambda item: self.assign(node.target, item),
+            lambda: self.statements(node.body),
         )
 
     def sequence_loop(self, sequence: int, bind: object, body: object) -> None:
@@ -599,7 +607,9 @@ class FunctionCompiler:
         self.b.loc = self.loc(node)
         sequence = self.rt("iter_start", range_value)
         self.sequence_loop(
-            sequence, lambda item: self.assign(node.target, item), lambda: self.statements(node.body)
+            sequence,
+            lambda item: self.assign(node.target, item),
+            lambda: self.statements(node.body),
         )
         if not self.b.terminated:
             self.b.jmp(done)
@@ -852,20 +862,28 @@ class FunctionCompiler:
             register = self.variable_register(variable)
             if variable.is_cell:
                 value = self.b.load(register, L.CELL_VALUE)
-                self.check_bound(value, f"local variable {variable.name} referenced before assignment", node)
+                self.check_bound(
+                    value, f"local variable {variable.name} referenced before assignment", node
+                )
                 return value
             if id(variable) not in self.assigned:
                 self.needs_init.add(id(variable))
-                self.check_bound(register, f"local variable {variable.name} referenced before assignment", node)
+                self.check_bound(
+                    register, f"local variable {variable.name} referenced before assignment", node
+                )
             return register
         if kind is Kind.FREE:
             value = self.b.load(self.free_cells[binding.free_index], L.CELL_VALUE)
-            self.check_bound(value, f"local variable {binding.name} referenced before assignment", node)
+            self.check_bound(
+                value, f"local variable {binding.name} referenced before assignment", node
+            )
             return value
         if kind in (Kind.GLOBAL, Kind.LOAD):
             table = self.module.globals if kind is Kind.GLOBAL else self.module.loads
             value = self.b.load(ZERO, ref=DataRef(table[binding.name]))
-            self.check_bound(value, f"global variable {binding.name} referenced before assignment", node)
+            self.check_bound(
+                value, f"global variable {binding.name} referenced before assignment", node
+            )
             return value
         if kind is Kind.PREDECLARED:
             return self.predeclared_value(binding.name, node)
@@ -929,9 +947,7 @@ class FunctionCompiler:
             self.state.method_tables = True
         key = (builtin.receiver, builtin.name)
         number = self.state.builtin_values.setdefault(key, len(self.state.builtin_values) + 1)
-        return self.rt(
-            "make_builtin", self.const(number), receiver, self.string(builtin.name)
-        )
+        return self.rt("make_builtin", self.const(number), receiver, self.string(builtin.name))
 
     def negate(self, operand: int) -> int:
         b = self.b
@@ -962,7 +978,14 @@ class FunctionCompiler:
         """``left op right``; ``*_constant`` is the value of an operand that is a small-int
         literal, which lets the inline paths test fewer tags and fold constants."""
         if op == "add":
-            return self.add_sub(left, right, True, "inplace_add" if in_place else "add", left_constant, right_constant)
+            return self.add_sub(
+                left,
+                right,
+                True,
+                "inplace_add" if in_place else "add",
+                left_constant,
+                right_constant,
+            )
         if op == "sub":
             return self.add_sub(left, right, False, "sub", left_constant, right_constant)
         if op == "mul":
@@ -973,7 +996,9 @@ class FunctionCompiler:
             return self.rt("inplace_bitor", left, right)
         return self.rt(op, left, right)
 
-    def small_tags(self, left: int, right: int, left_constant: int | None, right_constant: int | None) -> int:
+    def small_tags(
+        self, left: int, right: int, left_constant: int | None, right_constant: int | None
+    ) -> int:
         """A register that is non-zero when both operands are small ints (a literal is)."""
         if left_constant is not None:
             return self.b.op("AND", right, ONE)
@@ -1118,7 +1143,10 @@ class FunctionCompiler:
         container = self.expr(node.value)
         index = node.slice
         if isinstance(index, ast.Slice):
-            parts = [self.expr(p) if p is not None else ZERO for p in (index.lower, index.upper, index.step)]
+            parts = [
+                self.expr(p) if p is not None else ZERO
+                for p in (index.lower, index.upper, index.step)
+            ]
             self.b.loc = self.position(node.value, "[")
             return self.rt("get_slice", container, *parts)
         key = self.expr(index)
@@ -1214,7 +1242,9 @@ class FunctionCompiler:
             while first < len(kw_defaults) and args.kw_defaults[first] is None:
                 first += 1
             all_defaults = kw_defaults[first:]
-        function_value = self.rt("alloc_object", self.const(L.TAG_FUNCTION), self.const(L.FUNC_SIZE))
+        function_value = self.rt(
+            "alloc_object", self.const(L.TAG_FUNCTION), self.const(L.FUNC_SIZE)
+        )
         self.b.store(self.b.li_ref(CodeRef(fast)), function_value, L.FUNC_ENTRY)
         self.b.store(self.b.li_ref(CodeRef(generic)), function_value, L.FUNC_GENERIC)
         descriptor = self.descriptor(node, name, len(all_defaults), closure)
@@ -1235,7 +1265,9 @@ class FunctionCompiler:
             self.b.store(cells, function_value, L.FUNC_CELLS)
         return function_value
 
-    def descriptor(self, node: ast.FunctionDef | ast.Lambda, name: str, ndefaults: int, closure: bool) -> str:
+    def descriptor(
+        self, node: ast.FunctionDef | ast.Lambda, name: str, ndefaults: int, closure: bool
+    ) -> str:
         args = node.args
         ordinary = [a.arg for a in (*args.args, *args.kwonlyargs)]
         flags = (
@@ -1254,18 +1286,29 @@ class FunctionCompiler:
         fields += [self.state.data.string(p.encode()) for p in ordinary]
         return self.state.data.record(self.state.unique(f"desc:{name}"), tuple(fields))
 
-    def generic_entry(self, node: ast.FunctionDef | ast.Lambda, fast: str, generic: str, closure: bool) -> Function:
+    def generic_entry(
+        self, node: ast.FunctionDef | ast.Lambda, fast: str, generic: str, closure: bool
+    ) -> Function:
         """The entry a call through a value uses: (function, args tuple, kwargs dict)
         bound by the runtime's ``bind_arguments``, then a jump to the fast entry."""
         args = node.args
-        count = len(args.args) + len(args.kwonlyargs) + (1 if args.vararg else 0) + (1 if args.kwarg else 0)
+        count = (
+            len(args.args)
+            + len(args.kwonlyargs)
+            + (1 if args.vararg else 0)
+            + (1 if args.kwarg else 0)
+        )
         if count + (1 if closure else 0) > MAX_ARGUMENTS:
-            raise self.module.fail(node, f"a function may have at most {MAX_ARGUMENTS - 1} parameters")
+            raise self.module.fail(
+                node, f"a function may have at most {MAX_ARGUMENTS - 1} parameters"
+            )
         name = node.name if isinstance(node, ast.FunctionDef) else "lambda"
         function = Function(generic, 3, source=(self.module.filename, name))
         b = Builder(function)
         fn, positional, keywords = b.params(3)
-        b.loc = Loc(node.lineno, 1)  # Go reports a call that does not bind in the callee, at its def
+        b.loc = Loc(
+            node.lineno, 1
+        )  # Go reports a call that does not bind in the callee, at its def
         slots = b.call("bind_arguments", [fn, positional, keywords])
         values = [b.load(slots, 8 * index) for index in range(count)]
         if closure:
@@ -1292,7 +1335,11 @@ class FunctionCompiler:
                     builtin = TESTING.get(binding.name)
                 if builtin is not None:
                     return self.builtin_call(builtin, node, where, receiver=-1)
-            if binding.kind is Kind.GLOBAL and binding.name in self.module.known_functions and not _has_star(node):
+            if (
+                binding.kind is Kind.GLOBAL
+                and binding.name in self.module.known_functions
+                and not _has_star(node)
+            ):
                 target = self.module.known_functions[binding.name]
                 return self.known_call(target, binding.name, node, where)
         if isinstance(func, ast.Attribute) and func.attr in METHODS and not _has_star(node):
@@ -1324,7 +1371,13 @@ class FunctionCompiler:
         values: list[tuple[str | None, ast.expr, int]] = []
         for name, expression in ordered:
             inner = expression.value if isinstance(expression, ast.Starred) else expression
-            values.append((name if not isinstance(expression, ast.Starred) else "*", expression, self.expr(inner)))
+            values.append(
+                (
+                    name if not isinstance(expression, ast.Starred) else "*",
+                    expression,
+                    self.expr(inner),
+                )
+            )
         plain = [v for name, _, v in values if name is None]
         has_star = any(name == "*" for name, _, _ in values)
         positional = self.rt("tuple_with", self.const(len(plain)))
@@ -1412,7 +1465,9 @@ class FunctionCompiler:
         extra: list[int] = []
         if len(positional) > limit:
             if not varargs:
-                message = self.too_many(name, positional, named, limit, required, user, ndefaults, nkwonly, kwargs)
+                message = self.too_many(
+                    name, positional, named, limit, required, user, ndefaults, nkwonly, kwargs
+                )
                 if exactly:
                     message = f"{name}: got {len(positional)} arguments, want exactly {limit}"
                 self.fail_call(message, name, user)
@@ -1424,7 +1479,9 @@ class FunctionCompiler:
         surplus: list[tuple[str, int]] = []
         for keyword, value in named:
             accepted = keyword in params and (
-                keywords_allowed is None or keyword in keywords_allowed or params.index(keyword) >= limit
+                keywords_allowed is None
+                or keyword in keywords_allowed
+                or params.index(keyword) >= limit
             )
             if accepted:
                 index = params.index(keyword)
@@ -1465,8 +1522,12 @@ class FunctionCompiler:
                     if named:
                         message = f"{name}: missing argument for {params[index]}"
                     else:
-                        qualifier = "at least " if required < limit else ("exactly " if exactly else "")
-                        message = f"{name}: got {len(positional)} arguments, want {qualifier}{required}"
+                        qualifier = (
+                            "at least " if required < limit else ("exactly " if exactly else "")
+                        )
+                        message = (
+                            f"{name}: got {len(positional)} arguments, want {qualifier}{required}"
+                        )
                     self.fail_call(message, name, user)
                     return None
         return slots, extra, surplus
@@ -1485,7 +1546,9 @@ class FunctionCompiler:
     ) -> str:
         if user:
             if limit == 0 and not nkwonly and not kwargs:
-                return f"function {name} accepts no arguments ({len(positional) + len(named)} given)"
+                return (
+                    f"function {name} accepts no arguments ({len(positional) + len(named)} given)"
+                )
             qualifier = "at most " if ndefaults > nkwonly else ""
             plural = "" if limit == 1 else "s"
             return f"function {name} accepts {qualifier}{limit} positional argument{plural} ({len(positional)} given)"
@@ -1676,7 +1739,9 @@ def _constant_int(node: ast.expr) -> int | None:
 
 
 def _has_star(node: ast.Call) -> bool:
-    return any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+    return any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    )
 
 
 def _is_load(statement: ast.stmt) -> bool:

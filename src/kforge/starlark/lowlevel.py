@@ -702,7 +702,9 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
     for module in modules:
         for node in runtime_functions(module):
             if node.name in owners:
-                raise LowLevelError(module.__name__, node, f"{node.name} is also defined in {owners[node.name]}")
+                raise LowLevelError(
+                    module.__name__, node, f"{node.name} is also defined in {owners[node.name]}"
+                )
             owners[node.name] = module.__name__
             nodes.append((module, node))
 
@@ -718,7 +720,9 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
         for name, value in vars(module).items():
             if isinstance(value, Global):
                 if name in globals_by_name:
-                    raise LowLevelError(module.__name__, ast.Module(), f"Global {name} is defined twice")
+                    raise LowLevelError(
+                        module.__name__, ast.Module(), f"Global {name} is defined twice"
+                    )
                 globals_by_name[name] = value
     for module, node in nodes:
         library.functions[node.name] = _FunctionCompiler(

@@ -203,7 +203,9 @@ class Resolver:
             if not exported:
                 raise self.fail(node, "load: empty identifier")
             if exported.startswith("_"):
-                raise self.fail(node, f"load: names with leading underscores are not exported: {exported}")
+                raise self.fail(
+                    node, f"load: names with leading underscores are not exported: {exported}"
+                )
             if not local.isidentifier():
                 raise self.fail(node, f"load: {local!r} is not a valid identifier")
             self.loads[local] = None

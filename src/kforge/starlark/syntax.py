@@ -82,7 +82,9 @@ def parse(text: str, filename: str) -> Source:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            module = ast.parse(_ascii_bytes_literals(text, tokens), filename=filename, feature_version=(3, 11))
+            module = ast.parse(
+                _ascii_bytes_literals(text, tokens), filename=filename, feature_version=(3, 11)
+            )
     except SyntaxError as error:
         line, col, message = error.lineno or 1, error.offset or 1, _syntax_message(error)
         if message.endswith("was never closed"):  # Go stops at the end of the file
@@ -142,7 +144,11 @@ def _to_character_columns(module: ast.Module, text: str) -> None:
         if line is not None and line in wide:
             node.col_offset = convert(line, node.col_offset)  # type: ignore[attr-defined]
         end_line = getattr(node, "end_lineno", None)
-        if end_line is not None and end_line in wide and getattr(node, "end_col_offset", None) is not None:
+        if (
+            end_line is not None
+            and end_line in wide
+            and getattr(node, "end_col_offset", None) is not None
+        ):
             node.end_col_offset = convert(end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
@@ -225,7 +231,9 @@ def unquote(literal: str) -> tuple[bytes, bool]:
     if body.startswith("b"):
         is_bytes, body = True, body[1:]
     if not body or body[0] not in "'\"":
-        raise ValueError(f"string prefix {literal[: len(literal) - len(body)]!r} is not part of Starlark")
+        raise ValueError(
+            f"string prefix {literal[: len(literal) - len(body)]!r} is not part of Starlark"
+        )
     quote = body[0]
     if len(body) >= 6 and body.startswith(quote * 3):
         body = body[3:-3]
@@ -398,7 +406,9 @@ class _Checker(ast.NodeVisitor):
 
     def check_arguments(self, args: ast.arguments) -> None:
         if args.posonlyargs:
-            raise self.fail(args.posonlyargs[0], "positional-only parameters are not part of Starlark")
+            raise self.fail(
+                args.posonlyargs[0], "positional-only parameters are not part of Starlark"
+            )
         for arg in (*args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is not None and arg.annotation is not None:
                 raise self.fail(arg.annotation, "type annotations are not part of Starlark")

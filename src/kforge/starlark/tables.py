@@ -27,7 +27,9 @@ def builtin_of(key: tuple[int, str]) -> Builtin:
 def number_every_method(state: ProgramState) -> None:
     """``getattr`` and friends may bind any method: give every method a number."""
     for method in METHOD_LIST:
-        state.builtin_values.setdefault((method.receiver, method.name), len(state.builtin_values) + 1)
+        state.builtin_values.setdefault(
+            (method.receiver, method.name), len(state.builtin_values) + 1
+        )
 
 
 def builtin_descriptor(state: ProgramState, builtin: Builtin) -> str:
@@ -68,7 +70,9 @@ def builtin_call_function(state: ProgramState) -> Function:
         b.set_block(this)
         descriptor = b.li_ref(DataRef(builtin_descriptor(state, builtin)))
         slots = b.call("bind_builtin", [descriptor, args, kwargs])
-        count = len(builtin.params) + len(builtin.kwonly) + int(builtin.varargs) + int(builtin.kwargs)
+        count = (
+            len(builtin.params) + len(builtin.kwonly) + int(builtin.varargs) + int(builtin.kwargs)
+        )
         values = [b.load(slots, 8 * index) for index in range(count)]
         if builtin.is_method:
             values.insert(0, receiver)

@@ -143,7 +143,9 @@ def error_too_many_positional(name: int, limit: int, at_most: int, given: int) -
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
-def bind_keywords(desc: int, name: int, slots: int, nparams: int, kwargs: int, keyword_dict: int) -> None:
+def bind_keywords(
+    desc: int, name: int, slots: int, nparams: int, kwargs: int, keyword_dict: int
+) -> None:
     entries = load(kwargs + L.DICT_ENTRIES)
     used = load(kwargs + L.DICT_USED)
     k = 0
@@ -187,7 +189,9 @@ def error_parameter(name: int, middle: int, parameter: int) -> None:
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
-def fill_defaults(fn: int, desc: int, name: int, slots: int, n: int, nparams: int, ndefaults: int) -> None:
+def fill_defaults(
+    fn: int, desc: int, name: int, slots: int, n: int, nparams: int, ndefaults: int
+) -> None:
     first_default = nparams - ndefaults
     defaults = load(fn + L.FUNC_DEFAULTS)
     missing = buf_new(32)
@@ -339,7 +343,9 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
         if load(slots + 8 * i) == 0:
             if nkeywords == 0:
                 error_builtin_count(name, nargs, nparams, flags, required)
-            error_builtin_keyword(name, ": missing argument for ", load(desc + L.BDESC_PARAMS + 8 * i))
+            error_builtin_keyword(
+                name, ": missing argument for ", load(desc + L.BDESC_PARAMS + 8 * i)
+            )
         i += 1
     position = total
     if flags & L.BDESC_HAS_VARARGS:

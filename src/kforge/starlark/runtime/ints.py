@@ -294,4 +294,3 @@ def error_shift_negative(b: int) -> None:
 
 def error_shift_large(b: int) -> None:
     error_with_value("shift count too large: ", b, "")
-

@@ -9,11 +9,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import catch_call, checked, heap_limit, load, set_heap_limit, store
+from kforge.starlark.runtime.intrinsics import (
+    catch_call,
+    checked,
+    heap_limit,
+    load,
+    set_heap_limit,
+    store,
+)
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.calls import call_value
-    from kforge.starlark.runtime.core import alloc_object, buf_byte, buf_new, caught_error, send_buffer
+    from kforge.starlark.runtime.core import (
+        alloc_object,
+        buf_byte,
+        buf_new,
+        caught_error,
+        send_buffer,
+    )
     from kforge.starlark.runtime.dicts import dict_copy, dict_new
     from kforge.starlark.runtime.format import write_str
     from kforge.starlark.runtime.lists import tuple_with

@@ -209,9 +209,16 @@ def equal(a: int, b: int) -> int:
     if ta == L.TAG_BIGINT:
         return big_equal(a, b)
     if ta == L.TAG_LIST:
-        return items_equal(load(a + L.LIST_ITEMS), load(a + L.LIST_LEN), load(b + L.LIST_ITEMS), load(b + L.LIST_LEN))
+        return items_equal(
+            load(a + L.LIST_ITEMS),
+            load(a + L.LIST_LEN),
+            load(b + L.LIST_ITEMS),
+            load(b + L.LIST_LEN),
+        )
     if ta == L.TAG_TUPLE:
-        return items_equal(a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN))
+        return items_equal(
+            a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN)
+        )
     if ta == L.TAG_DICT:
         return dict_equal(a, b)
     if ta == L.TAG_RANGE:
@@ -302,9 +309,17 @@ def three_way(a: int, b: int, op: int) -> int:
             return 0 - 1
         return 1
     if ta == L.TAG_LIST:
-        return items_compare(load(a + L.LIST_ITEMS), load(a + L.LIST_LEN), load(b + L.LIST_ITEMS), load(b + L.LIST_LEN), op)
+        return items_compare(
+            load(a + L.LIST_ITEMS),
+            load(a + L.LIST_LEN),
+            load(b + L.LIST_ITEMS),
+            load(b + L.LIST_LEN),
+            op,
+        )
     if ta == L.TAG_TUPLE:
-        return items_compare(a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN), op)
+        return items_compare(
+            a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN), op
+        )
     error_order(a, b, op)
     return 0
 
