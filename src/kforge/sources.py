@@ -8,6 +8,7 @@ larger quota); anything else is assembly text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from kforge.core import InvalidProgram
@@ -24,9 +25,13 @@ def is_starlark_name(filename: str) -> bool:
 
 
 def program_from_source(
-    source: bytes, filename: str, memory_quota: int = DEFAULT_STARLARK_MEMORY
+    source: bytes,
+    filename: str,
+    memory_quota: int = DEFAULT_STARLARK_MEMORY,
+    fetch: Callable[[bytes], bytes] | None = None,
 ) -> ForgeProgram:
-    """The program ``source`` (read from ``filename``) stands for.  Errors are
+    """The program ``source`` (read from ``filename``) stands for.  ``fetch`` gives
+    Starlark's ``load("sha256:…")`` the vault objects it names.  Errors are
     ``InvalidProgram`` (a ``StarlarkCompileError`` or an assembly error for source
     text, both ``FILE:LINE:COL: message``)."""
     if is_program_bytes(source):
@@ -44,7 +49,7 @@ def program_from_source(
     if is_starlark_name(filename):
         from kforge.starlark import compile_starlark
 
-        return compile_starlark(text, filename, memory_quota=memory_quota)
+        return compile_starlark(text, filename, memory_quota=memory_quota, fetch=fetch)
     from kforge.asm import assemble
 
     return assemble(text, filename)

@@ -200,4 +200,13 @@ def load_program(path: str, memory_quota: int = DEFAULT_STARLARK_MEMORY) -> Forg
     :func:`kforge.sources.program_from_source`."""
     from kforge.sources import program_from_source
 
-    return program_from_source(read_bytes(path), path, memory_quota)
+    return program_from_source(read_bytes(path), path, memory_quota, fetch=vault_fetch)
+
+
+def vault_fetch(object_id: bytes) -> bytes:
+    """An object of the data directory's vault (for Starlark's ``load("sha256:…")``)."""
+    from kforge.core import Hash256
+    from kforge.storage import Vault
+
+    with Vault.open_default() as vault:
+        return vault.get(Hash256(object_id))

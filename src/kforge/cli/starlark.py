@@ -28,6 +28,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     compile_.set_defaults(handler=command_compile)
 
+    share = commands.add_parser(
+        "share",
+        help="store a Starlark library in the data directory's vault; print the name "
+        "that loads it: load(\"sha256:…\", ...)",
+    )
+    share.add_argument("file", help="the Starlark source")
+    share.set_defaults(handler=command_share)
+
 
 def command_compile(args: argparse.Namespace) -> int:
     if not args.file.endswith(".star"):
@@ -42,4 +50,18 @@ def command_compile(args: argparse.Namespace) -> int:
         Path(args.output).write_bytes(blob)
     except OSError as error:
         raise CliError(f"{args.output}: cannot write: {error.strerror or error}") from None
+    return 0
+
+
+def command_share(args: argparse.Namespace) -> int:
+    """``kforge share LIB.star``: check that it compiles, store it, print its load name."""
+    from kforge.cli.options import read_bytes
+    from kforge.starlark import CONTENT_PREFIX
+    from kforge.storage import Vault
+
+    source = read_bytes(args.file)
+    load_program(args.file)  # refuse what does not compile, with the usual one line
+    with Vault.open_default() as vault:
+        object_id = vault.put(source)
+    sys.stdout.write(f"{CONTENT_PREFIX}{object_id.hex}\n")
     return 0

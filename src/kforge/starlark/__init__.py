@@ -5,9 +5,17 @@
 convention and the runtime.
 """
 
-from kforge.starlark.compiler import DEFAULT_MEMORY, Loader, compile_starlark
+from kforge.starlark.compiler import CONTENT_PREFIX, DEFAULT_MEMORY, Fetch, Loader, compile_starlark
 from kforge.starlark.errors import StarlarkCompileError
 
 compile = compile_starlark  # noqa: A001  (the name the API promises)
 
-__all__ = ["DEFAULT_MEMORY", "Loader", "StarlarkCompileError", "compile", "compile_starlark"]
+__all__ = [
+    "CONTENT_PREFIX",
+    "DEFAULT_MEMORY",
+    "Fetch",
+    "Loader",
+    "StarlarkCompileError",
+    "compile",
+    "compile_starlark",
+]

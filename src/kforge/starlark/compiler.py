@@ -8,6 +8,7 @@ its dialect once per process and shared by every program.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ MAX_MODULES: Final = 256
 
 #: Reads the source of a loaded module, given the name ``load()`` names it by.
 Loader = Callable[[str], str]
+#: Fetches a vault object by its id (32 bytes): for ``load("sha256:HEX", ...)``.
+Fetch = Callable[[bytes], bytes]
+#: How ``load()`` names a library stored in the vault: by the SHA-256 of its source.
+CONTENT_PREFIX: Final = "sha256:"
 
 _runtime: RuntimeLibrary | None = None
 _runtime_lock = threading.Lock()
@@ -100,8 +105,9 @@ class _Pending:
 class ProgramCompiler:
     """Compiles one program: the main file and what it loads."""
 
-    def __init__(self, loader: Loader, testing: bool) -> None:
+    def __init__(self, loader: Loader, testing: bool, fetch: Fetch | None = None) -> None:
         self.loader = loader
+        self.fetch = fetch
         self.state = ProgramState(testing=testing)
         self.modules: dict[str, ModuleInfo] = {}
         self.loading: list[str] = []
@@ -147,7 +153,7 @@ class ProgramCompiler:
                 loaded[name] = self.compile_file(name, forge_source())
                 continue
             try:
-                child_text = self.loader(name)
+                child_text = self.content(name) if name.startswith(CONTENT_PREFIX) else self.loader(name)
             except LoadFailure as error:
                 raise StarlarkCompileError(
                     filename, call.lineno, call.col_offset + 1, str(error)
@@ -163,6 +169,30 @@ class ProgramCompiler:
         self.loading.pop()
         self.modules[key] = info
         return info
+
+    def content(self, name: str) -> str:
+        """The source of a library named by its content id, fetched from the vault."""
+        digest = name[len(CONTENT_PREFIX) :]
+        try:
+            object_id = bytes.fromhex(digest)
+        except ValueError:
+            object_id = b""
+        if len(object_id) != 32:
+            raise LoadFailure(f"cannot load {name}: a content id is sha256: and 64 hex digits")
+        if self.fetch is None:
+            raise LoadFailure(f"cannot load {name}: no vault to fetch it from here")
+        try:
+            data = self.fetch(object_id)
+        except Exception as error:  # whatever the vault says: the load fails, with its words
+            raise LoadFailure(f"cannot load {name}: {error}") from None
+        if hashlib.sha256(data).digest() != object_id:
+            raise LoadFailure(f"cannot load {name}: the vault's object does not match its id")
+        if len(data) > MAX_SOURCE_BYTES:
+            raise LoadFailure(f"cannot load {name}: larger than {MAX_SOURCE_BYTES} bytes")
+        try:
+            return data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise LoadFailure(f"cannot load {name}: not UTF-8 Starlark source (byte {error.start})") from None
 
     def link(self, main: ModuleInfo, memory_size: int) -> ForgeProgram:
         runtime = runtime_library()
@@ -211,11 +241,14 @@ def compile_starlark(
     loader: Loader | None = None,
     testing: bool = False,
     memory_quota: int = DEFAULT_MEMORY,
+    fetch: Fetch | None = None,
 ) -> ForgeProgram:
     """Compile Starlark ``source`` (from ``filename``) to a Forge program for a machine
-    of ``memory_quota`` bytes (it runs in any larger quota too)."""
+    of ``memory_quota`` bytes (it runs in any larger quota too).  ``load("NAME")`` reads
+    NAME through ``loader`` (default: a file beside ``filename``); ``load("sha256:HEX")``
+    fetches the library with that content id through ``fetch`` (a vault)."""
     if loader is None:
         loader = directory_loader(Path(filename).parent if filename else Path.cwd())
-    compiler = ProgramCompiler(loader, testing)
+    compiler = ProgramCompiler(loader, testing, fetch)
     main = compiler.compile_file(filename, source)
     return compiler.link(main, memory_quota)
