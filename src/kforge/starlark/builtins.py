@@ -190,3 +190,8 @@ HOST: Final[dict[str, Builtin]] = {
 }
 #: The name of the host module, predeclared in every file and loadable by name.
 FORGE_MODULE: Final = "@forge"
+
+
+def every_builtin() -> list[Builtin]:
+    """Every builtin function and method (for the names tracebacks show)."""
+    return [*FUNCTIONS.values(), *METHOD_LIST, *TESTING.values(), *HOST.values()]

@@ -69,7 +69,12 @@ def runtime_library() -> RuntimeLibrary:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = compile_modules(list(RUNTIME_MODULES))
+            library = compile_modules(list(RUNTIME_MODULES))
+            for builtin in starlark_builtins.every_builtin():
+                function = library.functions.get(builtin.impl)
+                if function is not None:
+                    function.builtin = builtin.name
+            _runtime = library
         return _runtime
 
 

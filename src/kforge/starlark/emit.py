@@ -68,9 +68,15 @@ class SiteKind(IntEnum):
     CATCH = 3
 
 
+#: Bit of a site word marking a call made by a builtin (its number in bits 16..31).
+SITE_BUILTIN_FRAME: Final = 1 << 10
+#: The data item of builtin names (str addresses) tracebacks show for builtin frames.
+BUILTINS_TABLE: Final = "rt$builtins"
+
+
 def site_word(pushes: int, kind: SiteKind, function: int = 0, loc: Loc | None = None) -> int:
-    """Site information: pushes (bits 0..7), kind (8..9), function number (16..31),
-    line (32..51), column (52..63)."""
+    """Site information: pushes (bits 0..7), kind (8..9), builtin frame (10), function
+    number (16..31), line (32..51), column (52..63)."""
     line = min(loc.line, (1 << 20) - 1) if loc else 0
     col = min(loc.col, (1 << 12) - 1) if loc else 0
     return pushes | kind << 8 | function << 16 | line << 32 | col << 52
@@ -147,6 +153,7 @@ class _Code:
 
     def __init__(self) -> None:
         self.all_sites: list[tuple[int, int]] = []
+        self.builtin_frame = False
         self.words: list[list[int]] = []  # [opcode, rd, rs1, rs2, imm]
         self.locations: list[tuple[int, Loc | None]] = []  # (function number, loc)
         self.labels: dict[tuple[str, int] | str, int] = {}
@@ -275,6 +282,13 @@ def emit_program(unit: Unit) -> Emitted:
             starlark_numbers[name] = len(frames) // 2
             frames += [_static_string(data, file), _static_string(data, shown)]
     data.place(FRAMES_TABLE, words(frames or [0]))
+    builtin_numbers: dict[str, int] = {}
+    builtin_names: list[int] = []
+    for name, function in functions.items():
+        if function.builtin:
+            builtin_numbers[name] = len(builtin_names)
+            builtin_names.append(_static_string(data, function.builtin))
+    data.place(BUILTINS_TABLE, words(builtin_names or [0]))
     sites: list[tuple[int, int]] = []  # (return address, site word)
     start = _emit_start(
         code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites
@@ -293,7 +307,7 @@ def emit_program(unit: Unit) -> Emitted:
             depth[name],
             sites,
             unit,
-            starlark_numbers.get(name, 0),
+            starlark_numbers.get(name, builtin_numbers.get(name, 0)),
             may_raise,
         )
     if SITE_INFO in functions:
@@ -561,6 +575,7 @@ def _emit_function(
     name = function.name
     reg = allocation.of
     code.loc = None
+    code.builtin_frame = bool(function.builtin)
     code.labels[name] = code.here
     overflow_label = (name, -1)
     if is_checked:
@@ -691,6 +706,8 @@ def _emit_call(
     else:
         kind = SiteKind.STARLARK if starlark else SiteKind.RUNTIME
     word = site_word(len(saved), kind, number, insn.loc if starlark else None)
+    if kind == SiteKind.RUNTIME and code.builtin_frame:
+        word |= SITE_BUILTIN_FRAME
     code.all_sites.append((code.here, word))  # every call, for a host reading the stack
     if raises or kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME:
         sites.append((code.here, word))  # calls an error can unwind, for the runtime

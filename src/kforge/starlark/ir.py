@@ -216,6 +216,9 @@ class Function:
     source: tuple[str, str] | None = None  # (file, function name as Starlark shows it)
     exported_labels: dict[str, int] = field(default_factory=dict)  # label -> block
     noreturn: bool = False
+    #: For a runtime function that implements a builtin: its name, which tracebacks show
+    #: as ``<builtin>: in NAME`` when the builtin called back into Starlark code.
+    builtin: str = ""
 
     def new_register(self) -> int:
         register = self.next_register

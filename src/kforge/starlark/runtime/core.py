@@ -42,6 +42,8 @@ SITE_RUNTIME: Final = 0
 SITE_STARLARK: Final = 1
 SITE_BOTTOM: Final = 2
 SITE_CATCH: Final = 3
+#: A call made by a builtin's runtime function (see ``kforge.starlark.emit``).
+SITE_BUILTIN_FRAME: Final = 1 << 10
 
 _in_error = Global(__name__)
 _caught = Global(__name__)
@@ -210,6 +212,7 @@ def error(message: int, builtin: int) -> None:
     inner = alloc(8 * keep)
     outer = alloc(8 * keep)
     total = 0
+    seen_starlark = 0
     return_address = pop()
     while True:
         info = site_info(return_address)
@@ -224,7 +227,10 @@ def error(message: int, builtin: int) -> None:
             pushes -= 1
         if kind == SITE_BOTTOM:
             break
-        if kind == SITE_STARLARK:
+        # a builtin shows as a frame only below Starlark code it called back into
+        if kind == SITE_STARLARK or ((info & SITE_BUILTIN_FRAME) != 0 and seen_starlark != 0):
+            if kind == SITE_STARLARK:
+                seen_starlark = 1
             if total < keep:
                 store(inner + 8 * total, info)
             store(outer + 8 * (total % keep), info)
@@ -260,8 +266,14 @@ def error(message: int, builtin: int) -> None:
 
 
 def write_frame(b: int, info: int) -> None:
-    """``  FILE:LINE:COL: in FUNCTION`` for a Starlark frame's site word."""
+    """``  FILE:LINE:COL: in FUNCTION`` for a Starlark frame's site word, ``  <builtin>:
+    in NAME`` for a builtin's."""
     number = (info >> 16) & 0xFFFF
+    if ((info >> 8) & 3) != SITE_STARLARK:
+        buf_str(b, "  <builtin>: in ")
+        buf_str(b, load(data_address("rt$builtins") + 8 * number))
+        buf_byte(b, 10)
+        return
     table = data_address("rt$frames")
     buf_str(b, "  ")
     buf_str(b, load(table + 16 * number))
