@@ -43,7 +43,7 @@ TABLES = ROOT / "src" / "kforge" / "starlark" / "runtime" / "unicode_data.py"
 FIRST = 0x80
 LAST = 0x10FFFF
 RANGE_STRIDE = 64
-CASE_STRIDE = 16
+CASE_STRIDE = 8
 
 # One record per run of code points with the same answers, asked of the Go
 # implementation.  istitle on one, two and two code points tells upper, lower and
@@ -415,3 +415,115 @@ def main(write: Callable[[str], object] = TABLES.write_text) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- the runtime's lookups, at every edge of every table ------------------------------
+
+
+def _literal(points: list[int]) -> str:
+    """A Starlark string literal of these code points, every one escaped."""
+    return '"' + "".join(f"\\U{c:08x}" for c in points) + '"'
+
+
+def _edges(points: list[int]) -> list[int]:
+    """Each transition and the code point before it, inside the valid range."""
+    edges = sorted({p for t in points for p in (t - 1, t)})
+    return [c for c in edges if FIRST <= c <= LAST and not 0xD800 <= c < 0xE000]
+
+
+def lookup_program(step: int = 1) -> tuple[str, str]:
+    """A program asking the runtime about the code points where the tables change
+    (every ``step`` th of them), and what it must print (from the committed tables,
+    decoded here)."""
+    from kforge.starlark.runtime import unicode_data as data
+
+    printable = decode_range_set(data.PRINTABLE)
+    letters = decode_range_set(data.LETTER)
+    digits = decode_range_set(data.DIGIT)
+    title_case = decode_range_set(data.TITLE_CASE)
+    upper_extra, upper_excluded = decode_range_set(data.UPPER_EXTRA), decode_range_set(data.UPPER_EXCLUDED)
+    lower_extra, lower_excluded = decode_range_set(data.LOWER_EXTRA), decode_range_set(data.LOWER_EXCLUDED)
+    case = decode_case_table(data.CASE)
+
+    def upper(c: int) -> int:
+        return c + case.get(c, (0, 0))[0]
+
+    def lower(c: int) -> int:
+        return c + case.get(c, (0, 0))[1]
+
+    def title(c: int) -> int:
+        if 0x1C4 <= c <= 0x1CC:
+            return c - (c - 0x1C4) % 3 + 1
+        if 0x1F1 <= c <= 0x1F3:
+            return 0x1F2
+        if 0x10D0 <= c <= 0x10FF:
+            return c
+        return upper(c)
+
+    def kind(c: int) -> str:  # what istitle sees: U(pper), L(ower), T(itle) or -
+        if c in title_case:
+            return "T"
+        if c in lower_extra or (upper(c) != c and c not in lower_excluded):
+            return "L"
+        if c in upper_extra or (lower(c) != c and c not in upper_excluded):
+            return "U"
+        return "-"
+
+    print_points = _edges(transitions(printable))
+    letter_points = _edges(transitions(letters))
+    digit_points = _edges(transitions(digits))
+    entries = case_entries({c: (du, dl, 0) for c, (du, dl) in case.items()})
+    case_points = sorted(
+        set(_edges([first for first, *_ in entries] + [first + length for first, length, *_ in entries]))
+        | set(_edges(transitions(title_case) + transitions(upper_extra) + transitions(lower_extra)))
+        | set(_edges(transitions(upper_excluded) + transitions(lower_excluded)))
+        | {0xDF, 0x130, 0x131, 0x17F, 0x1E9E, 0x2126, 0x212A, 0x212B}
+    )
+    print_points, letter_points, digit_points = print_points[::step], letter_points[::step], digit_points[::step]
+    case_points = case_points[::step]
+    source = f"""
+P = {_literal(print_points)}
+print(repr(P))
+print("".join(["1" if c.isalpha() else "0" for c in {_literal(letter_points)}.codepoints()]))
+print("".join(["1" if c.isdigit() else "0" for c in {_literal(digit_points)}.codepoints()]))
+C = {_literal(case_points)}
+print(list(C.upper().codepoint_ords()))
+print(list(C.lower().codepoint_ords()))
+print(list(" ".join(C.codepoints()).title().codepoint_ords())[::2])
+for c in C.codepoints():
+    k = "-"
+    if c.istitle():
+        k = "T"
+    elif ("A" + c).istitle() and not (c + "A").istitle():
+        k = "L"
+    elif not ("A" + c).istitle() and not (c + "A").istitle():
+        k = "U"
+    print(k, c.isupper(), c.islower())
+"""
+    lines = ['"' + "".join(chr(c) if c in printable else _escape(c) for c in print_points) + '"']
+    lines.append("".join("1" if c in letters else "0" for c in letter_points))
+    lines.append("".join("1" if c in digits else "0" for c in digit_points))
+    lines.append(str([upper(c) for c in case_points]))
+    lines.append(str([lower(c) for c in case_points]))
+    lines.append(str([title(c) for c in case_points]))
+    for c in case_points:
+        cased = upper(c) != c or lower(c) != c or c == 0xDF
+        lines.append(f"{kind(c)} {cased and upper(c) == c} {cased and lower(c) == c}")
+    return source, "\n".join(lines) + "\n"
+
+
+def _escape(c: int) -> str:
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
+
+
+def test_runtime_lookups_agree_with_the_tables() -> None:
+    """Every edge on the fast tier (22 million ticks), every seventh on the reference
+    tier (whose agreement with the fast tier the machine's own tests establish)."""
+    from starlark.harness import SUCCESS, compile_kforge, run_kforge
+
+    for tier, step in (("fast", 1), ("reference", 7)):
+        source, want = lookup_program(step)
+        program = compile_kforge(source, "lookups.star", memory_quota=1 << 22)
+        run = run_kforge(program, tier, tick_budget=100_000_000, memory_quota=1 << 22)
+        assert run.outcome.kind == SUCCESS, run.outcome
+        assert run.outcome.stdout == want, tier

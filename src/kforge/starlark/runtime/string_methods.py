@@ -18,7 +18,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, load, loadb, sar, slt, store, storeb
+from kforge.starlark.runtime.intrinsics import (
+    Global,
+    heap_pointer,
+    load,
+    loadb,
+    sar,
+    set_heap_pointer,
+    slt,
+    store,
+    storeb,
+)
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -206,17 +216,6 @@ def rune_before(p: int, start: int, end: int) -> int:
     if decoded == 0 or k + (decoded >> 32) != end:
         return (1 << 32) | 0xFFFD
     return decoded
-
-
-def rune_width(code: int) -> int:
-    """The bytes Go's ``WriteRune`` writes for ``code``."""
-    if code < 0x80:
-        return 1
-    if code < 0x800:
-        return 2
-    if code < 0x10000:
-        return 3
-    return 4
 
 
 def count_runes(p: int, n: int) -> int:
@@ -885,17 +884,51 @@ def string_title(s: int) -> int:
 
 
 def convert_case(s: int, mode: int) -> int:
-    """Map every code point of ``s`` (an invalid byte becomes U+FFFD): measured in one
-    pass, written in a second."""
+    """Map every code point of ``s`` (an invalid byte becomes U+FFFD) into a string
+    made as large as the result can be, then cut to size."""
     p = s + L.STR_DATA
     n = load(s + L.STR_LEN)
     if mode == UPPER or mode == LOWER:
         if is_ascii(p, n):
             return convert_ascii(s, mode)
-    size = convert_runes(p, n, mode, 0)
-    result = string_new(L.TAG_STRING, size)
-    convert_runes(p, n, mode, result + L.STR_DATA)
+    room = case_bound(p, n)
+    result = string_new(L.TAG_STRING, room)
+    string_shrink(result, room, convert_runes(p, n, mode, result + L.STR_DATA))
     return result
+
+
+def case_bound(p: int, n: int) -> int:
+    """The most bytes a case conversion can make of these: only two-byte code points
+    grow (to three bytes), and an invalid byte becomes U+FFFD (three bytes)."""
+    room = n
+    i = 0
+    while i < n:
+        if loadb(p + i) < 0x80:
+            i += 1
+            continue
+        width = utf8_decode(p + i, n - i) >> 32
+        if width == 0:
+            room += 2
+            width = 1
+        elif width == 2:
+            room += 1
+        i += width
+    return room
+
+
+def string_shrink(s: int, allocated: int, length: int) -> None:
+    """Cut a new string made with room for ``allocated`` bytes to ``length``; if it is
+    the last object on the heap, the room it gives back is zeroed and reused."""
+    store(s + L.STR_LEN, length)
+    end = s + ((L.STR_DATA + allocated + 7) & ~7)
+    if heap_pointer() != end:
+        return
+    top = s + ((L.STR_DATA + length + 7) & ~7)
+    q = top
+    while q < end:
+        store(q, 0)
+        q += 8
+    set_heap_pointer(top)
 
 
 def convert_ascii(s: int, mode: int) -> int:
@@ -917,8 +950,7 @@ def convert_ascii(s: int, mode: int) -> int:
 
 
 def convert_runes(p: int, n: int, mode: int, q: int) -> int:
-    """Write the converted code points at ``q`` (just count the bytes when ``q`` is 0);
-    returns the byte count."""
+    """Write the converted code points at ``q``; returns the byte count."""
     size = 0
     previous_cased = 0
     i = 0
@@ -940,9 +972,7 @@ def convert_runes(p: int, n: int, mode: int, q: int) -> int:
             else:
                 code = to_title(code)
             previous_cased = is_cased(code)
-        if q != 0:
-            utf8_encode(q + size, code)
-        size += rune_width(code)
+        size += utf8_encode(q + size, code)
         i += decoded >> 32
     return size
 

@@ -34,13 +34,7 @@ def range_set_has(table: int, c: int) -> int:
     p = table + L.STR_DATA
     end = p + load(table + L.STR_LEN)
     count = loadb(p)
-    # the last index entry at or below c: the transition to start from
-    i = 0
-    while i < count:
-        e = p + 1 + 5 * i
-        if (loadb(e) | (loadb(e + 1) << 8) | (loadb(e + 2) << 16)) > c:
-            break
-        i += 1
+    i = index_entries_at_most(p + 1, count, c)
     if i == 0:
         return 0
     e = p + 1 + 5 * (i - 1)
@@ -64,6 +58,21 @@ def range_set_has(table: int, c: int) -> int:
     return inside
 
 
+def index_entries_at_most(index: int, count: int, c: int) -> int:
+    """How many entries of a table's index (5 bytes each, a 3-byte code point first,
+    ascending) start at or below ``c``: a binary search."""
+    low = 0
+    high = count
+    while low < high:
+        middle = (low + high) >> 1
+        e = index + 5 * middle
+        if (loadb(e) | (loadb(e + 1) << 8) | (loadb(e + 2) << 16)) > c:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def case_map(c: int, lower: int) -> int:
     """``unicode.ToLower(c)`` if ``lower``, else ``unicode.ToUpper(c)``, for ``c`` from
     U+0080 on (the case table)."""
@@ -71,30 +80,24 @@ def case_map(c: int, lower: int) -> int:
     p = table + L.STR_DATA
     end = p + load(table + L.STR_LEN)
     count = loadb(p)
-    i = 0
-    while i < count:
-        e = p + 1 + 5 * i
-        if (loadb(e) | (loadb(e + 1) << 8) | (loadb(e + 2) << 16)) > c:
-            break
-        i += 1
+    i = index_entries_at_most(p + 1, count, c)
     if i == 0:
         return c
     e = p + 1 + 5 * (i - 1)
     first = loadb(e) | (loadb(e + 1) << 8) | (loadb(e + 2) << 16)
     q = p + 1 + 5 * count + (loadb(e + 3) | (loadb(e + 4) << 8))
     while q < end:
-        # four LEB128 numbers: gap, length << 1 | alternating, then du and dl
+        # an entry: gap, length << 1 | alternating, then (unless alternating) du, dl:
+        # LEB128 numbers of at most three bytes, read a word at a time
         word = load(q)
-        gap = leb128_value(word)
         q += leb128_width(word)
-        word = load(q)
-        size = leb128_value(word)
-        q += leb128_width(word)
-        first += gap
+        first += leb128_value(word)
         if c < first:
             return c
-        length = size >> 1
-        if size & 1:
+        word = load(q)
+        q += leb128_width(word)
+        length = leb128_value(word) >> 1
+        if word & 1:
             if c < first + length:
                 # even offsets are upper case (lower is +1), odd ones lower case
                 if ((c - first) & 1) == lower:
@@ -104,23 +107,23 @@ def case_map(c: int, lower: int) -> int:
                 return c - 1
         else:
             word = load(q)
-            delta = leb128_value(word)
-            q += leb128_width(word)
-            word = load(q)
-            if lower:
-                delta = leb128_value(word)
-            q += leb128_width(word)
+            width = leb128_width(word)
             if c < first + length:
+                if lower:  # dl follows du
+                    word = load(q + width)
+                delta = leb128_value(word)
                 # zigzag: even is +delta/2, odd is -(delta+1)/2
                 if delta & 1:
                     return c - ((delta + 1) >> 1)
                 return c + (delta >> 1)
+            q += width
+            q += leb128_width(load(q))
         first += length
     return c
 
 
 def leb128_value(word: int) -> int:
-    """The LEB128 number (at most three bytes) in the low bytes of a little-endian word."""
+    """The LEB128 number (at most three bytes) at the start of a little-endian word."""
     value = word & 0x7F
     if word & 0x80:
         value = value | ((word >> 1) & 0x3F80)
@@ -211,6 +214,8 @@ def is_letter(c: int) -> int:
     """``unicode.IsLetter``."""
     if c < 0x80:
         return ((c | 32) >= 97) and ((c | 32) <= 122)
+    if c >= 0x4E00 and c < 0xA000:  # CJK Unified Ideographs
+        return 1
     return range_set_has(LETTER, c)
 
 
