@@ -269,7 +269,9 @@ INDEX_ERRORS: tuple[str, ...] = (
 )
 INDEX_PROGRAM = 'print("abcabc".index("c"), "abcabc".rindex("c"), "abc".index("", 1), "abcabc".rindex("b", 0, 3))\n'
 
-needs_compiler = pytest.mark.skipif(kforge_missing_reason() is not None, reason=str(kforge_missing_reason()))
+needs_compiler = pytest.mark.skipif(
+    kforge_missing_reason() is not None, reason=str(kforge_missing_reason())
+)
 
 
 def expected() -> dict[str, Outcome]:

@@ -32,6 +32,7 @@ The encodings (read by ``runtime/unicode.py``):
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -323,7 +324,11 @@ def render_module(props: dict[str, object]) -> str:
         ("TITLE_CASE", "title_case", "title case letters (unicode.IsTitle)"),
         ("UPPER_EXTRA", "upper_extra", "upper case (unicode.IsUpper) without a lower case mapping"),
         ("UPPER_EXCLUDED", "upper_excluded", "with a lower case mapping, yet not upper case"),
-        ("LOWER_EXTRA", "lower_extra", "lower case (unicode.IsLower) without an upper case mapping"),
+        (
+            "LOWER_EXTRA",
+            "lower_extra",
+            "lower case (unicode.IsLower) without an upper case mapping",
+        ),
         ("LOWER_EXCLUDED", "lower_excluded", "with an upper case mapping, yet not lower case"),
     ]
     lines = [
@@ -348,12 +353,36 @@ def render_module(props: dict[str, object]) -> str:
         lines.append(f"{name}: Final = {encode_range_set(members)!r}")
     lines.append("#: Upper and lower case mappings (unicode.ToUpper, unicode.ToLower).")
     lines.append(f"CASE: Final = {encode_case_table(mapping)!r}")
-    return "\n".join(lines) + "\n"
+    return formatted("\n".join(lines) + "\n")
+
+
+def formatted(text: str) -> str:
+    """``text`` as the project's formatter writes it (so the module stays unchanged by
+    ``ruff format``)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TABLES), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return result.stdout
 
 
 def check_runtime_facts(props: dict[str, object]) -> None:
     """What runtime/unicode.py writes as code rather than tables."""
-    assert props["spaces"] == {0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000}
+    assert props["spaces"] == {
+        0x85,
+        0xA0,
+        0x1680,
+        *range(0x2000, 0x200B),
+        0x2028,
+        0x2029,
+        0x202F,
+        0x205F,
+        0x3000,
+    }
     assert props["cased_without_mapping"] == {0xDF}
     mapping = props["mapping"]
     assert isinstance(mapping, dict)
@@ -441,8 +470,14 @@ def lookup_program(step: int = 1) -> tuple[str, str]:
     letters = decode_range_set(data.LETTER)
     digits = decode_range_set(data.DIGIT)
     title_case = decode_range_set(data.TITLE_CASE)
-    upper_extra, upper_excluded = decode_range_set(data.UPPER_EXTRA), decode_range_set(data.UPPER_EXCLUDED)
-    lower_extra, lower_excluded = decode_range_set(data.LOWER_EXTRA), decode_range_set(data.LOWER_EXCLUDED)
+    upper_extra, upper_excluded = (
+        decode_range_set(data.UPPER_EXTRA),
+        decode_range_set(data.UPPER_EXCLUDED),
+    )
+    lower_extra, lower_excluded = (
+        decode_range_set(data.LOWER_EXTRA),
+        decode_range_set(data.LOWER_EXCLUDED),
+    )
     case = decode_case_table(data.CASE)
 
     def upper(c: int) -> int:
@@ -474,12 +509,20 @@ def lookup_program(step: int = 1) -> tuple[str, str]:
     digit_points = _edges(transitions(digits))
     entries = case_entries({c: (du, dl, 0) for c, (du, dl) in case.items()})
     case_points = sorted(
-        set(_edges([first for first, *_ in entries] + [first + length for first, length, *_ in entries]))
+        set(
+            _edges(
+                [first for first, *_ in entries] + [first + length for first, length, *_ in entries]
+            )
+        )
         | set(_edges(transitions(title_case) + transitions(upper_extra) + transitions(lower_extra)))
         | set(_edges(transitions(upper_excluded) + transitions(lower_excluded)))
         | {0xDF, 0x130, 0x131, 0x17F, 0x1E9E, 0x2126, 0x212A, 0x212B}
     )
-    print_points, letter_points, digit_points = print_points[::step], letter_points[::step], digit_points[::step]
+    print_points, letter_points, digit_points = (
+        print_points[::step],
+        letter_points[::step],
+        digit_points[::step],
+    )
     case_points = case_points[::step]
     source = f"""
 P = {_literal(print_points)}

@@ -120,7 +120,9 @@ def string_format(s: int, args: int, kwargs: int) -> int:
             buf_str(e, "format spec features not supported in replacement fields: ")
             buf_write(e, p + spec_start + 1, close - spec_start - 1)
             error(buf_to_string(e, L.TAG_STRING), "format")
-        if has_conversion == 0 or (conv_end - conv_start == 1 and loadb(p + conv_start) == 115):  # str
+        if has_conversion == 0 or (
+            conv_end - conv_start == 1 and loadb(p + conv_start) == 115
+        ):  # str
             write_format_str(b, arg)
         elif conv_end - conv_start == 1 and loadb(p + conv_start) == 114:  # 'r'
             write_repr(b, arg)

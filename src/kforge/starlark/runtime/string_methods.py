@@ -122,16 +122,17 @@ def int_param(v: int, name: int, position: int, default: int) -> int:
     info = load(v + L.BIGINT_INFO)
     count = info & 0xFFFFFFFF
     top = load(v + L.BIGINT_LIMBS + 8)
-    if count > 2 or top >= (1 << 31):
-        if count != 2 or info >> 32 == 0 or top != (1 << 31) or load(v + L.BIGINT_LIMBS) != 0:
-            b = buf_new(64)
-            buf_str(b, name)
-            buf_str(b, ": for parameter ")
-            buf_decimal(b, position)
-            buf_str(b, ": ")
-            write_int(b, v)
-            buf_str(b, " out of range (want value in signed 64-bit range)")
-            error(buf_to_string(b, L.TAG_STRING), name)
+    # int64 holds magnitudes below 2**63, and -2**63 itself
+    minimum = count == 2 and info >> 32 != 0 and top == (1 << 31) and load(v + L.BIGINT_LIMBS) == 0
+    if (count > 2 or top >= (1 << 31)) and minimum == 0:
+        b = buf_new(64)
+        buf_str(b, name)
+        buf_str(b, ": for parameter ")
+        buf_decimal(b, position)
+        buf_str(b, ": ")
+        write_int(b, v)
+        buf_str(b, " out of range (want value in signed 64-bit range)")
+        error(buf_to_string(b, L.TAG_STRING), name)
     if info >> 32:
         return 0 - (1 << 62)
     return 1 << 62
@@ -524,10 +525,7 @@ def partition_at(s: int, sep: int, name: int, last: int) -> int:
     if m == 0:
         error_named(name, "empty separator")
     n = load(s + L.STR_LEN)
-    if last:
-        i = string_find_last(s, sep, 0, n)
-    else:
-        i = string_find_bytes(s, sep, 0, n)
+    i = string_find_last(s, sep, 0, n) if last else string_find_bytes(s, sep, 0, n)
     result = tuple_with(3)
     items = result + L.TUPLE_ITEMS
     empty = string_new(L.TAG_STRING, 0)
@@ -888,9 +886,8 @@ def convert_case(s: int, mode: int) -> int:
     made as large as the result can be, then cut to size."""
     p = s + L.STR_DATA
     n = load(s + L.STR_LEN)
-    if mode == UPPER or mode == LOWER:
-        if is_ascii(p, n):
-            return convert_ascii(s, mode)
+    if mode <= LOWER and is_ascii(p, n):  # upper or lower
+        return convert_ascii(s, mode)
     room = case_bound(p, n)
     result = string_new(L.TAG_STRING, room)
     string_shrink(result, room, convert_runes(p, n, mode, result + L.STR_DATA))
@@ -962,15 +959,9 @@ def convert_runes(p: int, n: int, mode: int, q: int) -> int:
         elif mode == LOWER:
             code = to_lower(code)
         elif mode == CAPITALIZE:
-            if i == 0:
-                code = to_title(code)
-            else:
-                code = to_lower(code)
+            code = to_title(code) if i == 0 else to_lower(code)
         else:
-            if previous_cased:
-                code = to_lower(code)
-            else:
-                code = to_title(code)
+            code = to_lower(code) if previous_cased else to_title(code)
             previous_cased = is_cased(code)
         size += utf8_encode(q + size, code)
         i += decoded >> 32
