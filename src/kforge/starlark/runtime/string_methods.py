@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     )
     from kforge.starlark.runtime.values import (
         bool_value,
+        memory_equal,
         new_elems,
         small,
         tag_of,
@@ -365,12 +366,7 @@ def string_find_last(s: int, sub: int, start: int, end: int) -> int:
     q = sub + L.STR_DATA
     i = end - m
     while True:
-        j = 0
-        while j < m:
-            if loadb(p + i + j) != loadb(q + j):
-                break
-            j += 1
-        if j == m:
+        if memory_equal(p + i, q, m):
             return i
         if i == start:
             return 0 - 1
@@ -481,14 +477,7 @@ def has_affix(s: int, affix: int, first: int, stop: int, suffix: int) -> int:
     at = first
     if suffix:
         at = stop - m
-    p = s + L.STR_DATA + at
-    q = affix + L.STR_DATA
-    i = 0
-    while i < m:
-        if loadb(p + i) != loadb(q + i):
-            return 0
-        i += 1
-    return 1
+    return memory_equal(s + L.STR_DATA + at, affix + L.STR_DATA, m)
 
 
 def string_startswith(s: int, prefix: int, start: int, end: int) -> int:
