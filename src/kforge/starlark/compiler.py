@@ -44,6 +44,9 @@ RUNTIME_MODULES: Final = tuple(
         "builtins_core",
         "testing",
         "host",
+        "unicode",
+        "string_methods",
+        "interpolate",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).

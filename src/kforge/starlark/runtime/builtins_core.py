@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         write_str,
     )
     from kforge.starlark.runtime.lists import list_from_items, tuple_from_items
-    from kforge.starlark.runtime.sequences import is_iterable, iterable_to_list
+    from kforge.starlark.runtime.sequences import elems_indexable, is_iterable, iterable_to_list
     from kforge.starlark.runtime.values import (
         bool_value,
         error_with_type,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 def builtin_len(x: int) -> int:
     n = length_of(x)
     if n == 0 - 1:
-        if tag_of(x) == L.TAG_STRING_ELEMS:
+        if elems_indexable(x):
             return small(load(load(x + L.ELEMS_STRING) + L.STR_LEN))
         error_with_type("len: value of type ", x, " has no len", "len")
     return small(n)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         send_buffer,
     )
     from kforge.starlark.runtime.strings import utf8_decode
+    from kforge.starlark.runtime.unicode import is_printable
     from kforge.starlark.runtime.values import tag_of, type_name
 
 _HEX: Final = "0123456789abcdef"
@@ -298,34 +299,6 @@ def write_code_escape(b: int, code: int) -> None:
         buf_byte(b, loadb(_HEX + L.STR_DATA + ((code >> shift) & 15)))
 
 
-def is_printable(code: int) -> int:
-    """Whether a code point (>= 128) is printed as itself by ``repr`` (Go's
-    ``strconv.IsPrint``, close: controls, format characters, private use, surrogates
-    and non-characters are escaped)."""
-    if code < 0xA0:
-        return 0
-    if code == 0xAD:
-        return 0
-    if code >= 0x2000 and code < 0x2070:
-        if code >= 0x200B and code < 0x2010:
-            return 0
-        if code >= 0x2028 and code < 0x202F:
-            return 0
-        if code >= 0x2060:
-            return 0
-    if code >= 0xD800 and code < 0xF900:
-        return 0
-    if code == 0xFEFF:
-        return 0
-    if code >= 0xFFF0 and code < 0xFFFC:
-        return 0
-    if (code & 0xFFFE) == 0xFFFE:
-        return 0
-    if code >= 0xE0000:
-        return 0
-    return 1
-
-
 def write_bytes_as_text(b: int, v: int) -> None:
     """``str(bytes)``: the bytes as UTF-8 text, each invalid byte as U+FFFD."""
     p = v + L.STR_DATA
@@ -393,9 +366,3 @@ def value_repr(v: int) -> int:
     b = buf_new(32)
     write_repr(b, v)
     return buf_to_string(b, L.TAG_STRING)
-
-
-def string_interpolate(format_string: int, args: int) -> int:
-    """``format % args`` (see :mod:`kforge.starlark.runtime.interpolate`)."""
-    error("string formatting with % is not available in this build", 0)
-    return 0

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     )
     from kforge.starlark.runtime.core import error
     from kforge.starlark.runtime.dicts import check_dict_mutable, dict_union, dict_update_from
-    from kforge.starlark.runtime.format import error_with_value, string_interpolate
+    from kforge.starlark.runtime.format import error_with_value
+    from kforge.starlark.runtime.interpolate import string_interpolate
     from kforge.starlark.runtime.lists import check_list_mutable, list_concat, list_repeat
     from kforge.starlark.runtime.sequences import is_iterable, list_extend_iterable
     from kforge.starlark.runtime.strings import string_concat, string_repeat

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.values import (
         equal,
         error_binary,
+        error_two_types,
         error_with_type,
         new_elems,
         small,
@@ -128,7 +129,7 @@ def get_index(x: int, key: int) -> int:
         return byte_string(loadb(x + L.STR_DATA + i))
     if tag == L.TAG_BYTES:
         i = index_in(key, load(x + L.STR_LEN), x)
-        return small(loadb(x + L.STR_DATA + i))
+        return substring(x, i, 1)
     if tag == L.TAG_RANGE:
         i = index_in(key, load(x + L.RANGE_LEN), x)
         return small(load(x + L.RANGE_START) + i * load(x + L.RANGE_STEP))
@@ -151,17 +152,24 @@ def byte_string(c: int) -> int:
     return s
 
 
-def elems_index(x: int, key: int) -> int:
-    s = load(x + L.ELEMS_STRING)
+def elems_indexable(x: int) -> int:
+    """Whether a view has a length and indexes (Go's ``stringElems``: ``elems()`` and
+    ``elem_ords()``; the code point views and ``bytes.elems()`` only iterate)."""
+    if tag_of(x) != L.TAG_STRING_ELEMS:
+        return 0
     kind = load(x + L.ELEMS_KIND)
-    if kind == L.ELEMS_ELEMS or kind == L.ELEMS_ELEM_ORDS or kind == L.ELEMS_BYTES_ELEMS:
-        i = index_in(key, load(s + L.STR_LEN), x)
-        c = loadb(s + L.STR_DATA + i)
-        if kind == L.ELEMS_ELEMS:
-            return byte_string(c)
-        return small(c)
-    error_with_type("unhandled index operation on ", x, "", 0)
-    return 0
+    return kind == L.ELEMS_ELEMS or kind == L.ELEMS_ELEM_ORDS
+
+
+def elems_index(x: int, key: int) -> int:
+    if elems_indexable(x) == 0:
+        error_two_types("unhandled index operation ", x, "[", key, "]", 0)
+    s = load(x + L.ELEMS_STRING)
+    i = index_in(key, load(s + L.STR_LEN), x)
+    c = loadb(s + L.STR_DATA + i)
+    if load(x + L.ELEMS_KIND) == L.ELEMS_ELEMS:
+        return byte_string(c)
+    return small(c)
 
 
 def set_index(x: int, key: int, value: int) -> None:
@@ -463,12 +471,22 @@ def elems_item(seq: int, i: int) -> int:
 
 
 def codepoint_items(x: int) -> int:
-    """The items of ``s.codepoints()`` or ``s.codepoint_ords()`` as a tuple."""
+    """The items of ``s.codepoints()`` or ``s.codepoint_ords()`` as a tuple (an invalid
+    byte is U+FFFD: the string ``"\ufffd"`` or the int 65533, as in Go)."""
     s = load(x + L.ELEMS_STRING)
     ords = load(x + L.ELEMS_KIND) == L.ELEMS_CODEPOINT_ORDS
     n = load(s + L.STR_LEN)
     p = s + L.STR_DATA
-    result = list_with(0)
+    count = 0
+    i = 0
+    while i < n:
+        width = utf8_decode(p + i, n - i) >> 32
+        if width == 0:
+            width = 1
+        i += width
+        count += 1
+    result = tuple_with(count)
+    items = result + L.TUPLE_ITEMS
     i = 0
     while i < n:
         decoded = utf8_decode(p + i, n - i)
@@ -478,11 +496,14 @@ def codepoint_items(x: int) -> int:
             width = 1
             code = 0xFFFD
         if ords:
-            list_append_unchecked(result, small(code))
+            store(items, small(code))
+        elif code == 0xFFFD:
+            store(items, "\ufffd")
         else:
-            list_append_unchecked(result, substring(s, i, width))
+            store(items, substring(s, i, width))
+        items += 8
         i += width
-    return tuple_from_items(load(result + L.LIST_ITEMS), load(result + L.LIST_LEN))
+    return result
 
 
 def iterable_to_list(v: int) -> int:

@@ -69,13 +69,12 @@ def type_name(v: int) -> int:
 
 
 def elems_type_name(v: int) -> int:
+    """Go names the views by their kind of item, not by the method that made them."""
     kind = load(v + L.ELEMS_KIND)
     if kind == L.ELEMS_CODEPOINTS:
         return "string.codepoints"
     if kind == L.ELEMS_CODEPOINT_ORDS:
-        return "string.codepoint_ords"
-    if kind == L.ELEMS_ELEM_ORDS:
-        return "string.elem_ords"
+        return "string.codepoints"
     if kind == L.ELEMS_BYTES_ELEMS:
         return "bytes.elems"
     return "string.elems"
@@ -150,7 +149,8 @@ def bool_value(flag: int) -> int:
 
 def length_of(v: int) -> int:
     """The length of a str, bytes, list, tuple, dict or range (a machine word), for
-    ``len`` and the truth of containers; -1 (all ones) for anything else."""
+    ``len`` and the truth of containers; -1 (all ones) for anything else (the views
+    of ``elems()`` and friends are true whatever their length, as in Go)."""
     tag = tag_of(v)
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return load(v + L.STR_LEN)
@@ -223,6 +223,11 @@ def equal(a: int, b: int) -> int:
         return dict_equal(a, b)
     if ta == L.TAG_RANGE:
         return range_equal(a, b)
+    if ta == L.TAG_STRING_ELEMS:
+        # Go compares these views as plain structs: the same kind over equal strings
+        if load(a + L.ELEMS_KIND) != load(b + L.ELEMS_KIND):
+            return 0
+        return bytes_equal(load(a + L.ELEMS_STRING), load(b + L.ELEMS_STRING))
     return 0
 
 
@@ -412,6 +417,8 @@ def hash_value(v: int) -> int:
     if tag == L.TAG_FUNCTION or tag == L.TAG_BUILTIN or tag == L.TAG_RANGE:
         if tag != L.TAG_RANGE:
             return mix(v)
+    if tag == L.TAG_STRING_ELEMS:
+        error_with_type("unhashable: ", v, "", 0)
     error_with_type("unhashable type: ", v, "", 0)
     return 0
 
@@ -588,6 +595,7 @@ def store_word(address: int, value: int) -> None:
 
 
 def new_elems(s: int, kind: int) -> int:
+    """The view ``s.elems()`` (and its siblings, by ``kind``, see ``layout.ELEMS_*``)."""
     v = alloc_object(L.TAG_STRING_ELEMS, L.ELEMS_SIZE)
     store(v + L.ELEMS_STRING, s)
     store(v + L.ELEMS_KIND, kind)
