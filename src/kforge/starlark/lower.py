@@ -359,6 +359,7 @@ class FunctionCompiler:
                 self.expr(node.value)
         elif isinstance(node, ast.Assign):
             value = self.expr(node.value)
+            self.b.loc = self.position(node.targets[0], "=")  # Go reports unpacking at the '='
             self.assign(node.targets[0], value)
         elif isinstance(node, ast.AugAssign):
             self.augmented(node)
@@ -424,7 +425,6 @@ class FunctionCompiler:
             self.store_name_binding(binding, value, target)
         elif isinstance(target, ast.Tuple | ast.List):
             count = len(target.elts)
-            self.b.loc = self.loc(target)
             items = self.rt("unpack", value, self.const(word_of_int(count) or 0))
             for index, element in enumerate(target.elts):
                 item = self.b.load(items, 8 * index)
@@ -1153,6 +1153,55 @@ class FunctionCompiler:
         self.b.loc = self.position(node.value, "[")
         return self.rt("get_index", container, key)
 
+    def slice_position(self, node: ast.Subscript) -> Loc:
+        """Where the Go implementation reports a failed slice: its compiler sets the
+        position to the ``[`` and then compiles the operands, which may set it again;
+        the slice gets the last one."""
+        index = node.slice
+        assert isinstance(index, ast.Slice)
+        for part in (index.step, index.upper, index.lower, node.value):
+            if part is not None:
+                last = self.last_position(part)
+                if last is not None:
+                    return last
+        return self.position(node.value, "[")
+
+    def last_position(self, node: ast.expr) -> Loc | None:
+        """The last position the Go compiler sets while compiling ``node`` (None if it
+        sets none): names, operators, brackets, dots and calls set it."""
+        if isinstance(node, ast.Name):
+            binding = self.module.resolution.bindings.get(id(node))
+            return None if binding is not None and binding.kind is Kind.UNIVERSAL else self.loc(node)
+        if isinstance(node, ast.Call):
+            return self.position(node.func, "(")
+        if isinstance(node, ast.Attribute):
+            return self.position(node.value, ".")
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice):
+                return self.slice_position(node)
+            return self.position(node.value, "[")
+        if isinstance(node, ast.BinOp):
+            return self.position(node.left, _BINARY_SYMBOL[type(node.op)])
+        if isinstance(node, ast.UnaryOp):
+            return self.loc(node)
+        if isinstance(node, ast.Compare):
+            return self.last_position(node.comparators[0]) or self.last_position(node.left)
+        if isinstance(node, ast.BoolOp | ast.List | ast.Tuple):
+            parts = node.values if isinstance(node, ast.BoolOp) else node.elts
+            for part in reversed(parts):
+                found = self.last_position(part)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(node, ast.IfExp):
+            return self.last_position(node.orelse) or self.last_position(node.body) or self.last_position(node.test)
+        if isinstance(node, ast.Dict) and node.keys:
+            key = node.keys[-1]
+            return self.position(key, ":") if key is not None else None
+        if isinstance(node, ast.Lambda):
+            return self.loc(node)
+        return None
+
     def sequence_literal(self, elements: list[ast.expr], maker: str, is_list: bool) -> int:
         values = [self.expr(element) for element in elements]
         if not values and not is_list:
@@ -1170,7 +1219,7 @@ class FunctionCompiler:
             assert key_node is not None
             key = self.expr(key_node)
             value = self.expr(value_node)
-            self.b.loc = self.loc(key_node)
+            self.b.loc = self.position(key_node, ":")
             self.rt("dict_literal_set", result, key, value, result=False)
         return result
 
@@ -1181,7 +1230,7 @@ class FunctionCompiler:
             return
         generator, rest = generators[0], generators[1:]
         iterable = self.expr(generator.iter)
-        self.b.loc = self.loc(generator.iter)
+        self.b.loc = Loc(*self.module.source.positions.before(generator.target, "for"))
         sequence = self.rt("iter_start", iterable)
 
         def inner() -> None:
@@ -1214,7 +1263,7 @@ class FunctionCompiler:
         def body() -> None:
             key = self.expr(node.key)
             value = self.expr(node.value)
-            self.b.loc = self.loc(node.key)
+            self.b.loc = self.position(node.key, ":")
             self.rt("dict_set", result, key, value, result=False)
 
         self.comprehension_loops(node.generators, body)

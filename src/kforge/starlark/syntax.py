@@ -52,8 +52,14 @@ class Positions:
     """Token positions, to find the operator of a binary expression and the bracket of
     a call, index or attribute (Python's tree gives only the start of each node)."""
 
+    _KEYWORDS = frozenset({"in", "not", "for", "lambda", "def", "load", "if", "else"})
+
     def __init__(self, tokens: list[tokenize.TokenInfo]) -> None:
-        self._tokens = [t for t in tokens if t.type == tokenize.OP]
+        self._tokens = [
+            t
+            for t in tokens
+            if t.type == tokenize.OP or (t.type == tokenize.NAME and t.string in self._KEYWORDS)
+        ]
         self._starts = [t.start for t in self._tokens]
 
     def after(self, node: ast.AST, symbols: tuple[str, ...]) -> tuple[int, int]:
@@ -68,6 +74,18 @@ class Positions:
             if token.string != ")":
                 break
             index += 1
+        return getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+
+    def before(self, node: ast.AST, symbol: str) -> tuple[int, int]:
+        """1-based (line, col) of the last ``symbol`` token before ``node`` starts (the
+        ``for`` of a comprehension clause, say); the node's own start if there is none."""
+        start = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        index = bisect_left(self._starts, start) - 1
+        while index >= 0:
+            token = self._tokens[index]
+            if token.string == symbol:
+                return token.start[0], token.start[1] + 1
+            index -= 1
         return getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
 
 
