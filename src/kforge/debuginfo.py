@@ -222,7 +222,8 @@ class DebugInfo:
             for value in (address, site.pushes, site.kind, site.function, site.line, site.col)
         ]
         body = [[[f.name, f.file, f.runtime] for f in self.functions], flat, sites]
-        return MAGIC + msgpack.packb(body, use_bin_type=True)
+        packed: bytes = msgpack.packb(body, use_bin_type=True)
+        return MAGIC + packed
 
     @classmethod
     def decode(cls, metadata: bytes) -> DebugInfo | None:

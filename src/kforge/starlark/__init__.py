@@ -8,7 +8,7 @@ convention and the runtime.
 from kforge.starlark.compiler import CONTENT_PREFIX, DEFAULT_MEMORY, Fetch, Loader, compile_starlark
 from kforge.starlark.errors import StarlarkCompileError
 
-compile = compile_starlark  # noqa: A001  (the name the API promises)
+compile = compile_starlark
 
 __all__ = [
     "CONTENT_PREFIX",

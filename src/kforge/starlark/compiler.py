@@ -8,6 +8,7 @@ its dialect once per process and shared by every program.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import threading
 from collections.abc import Callable
@@ -161,7 +162,9 @@ class ProgramCompiler:
                 loaded[name] = self.compile_file(name, forge_source())
                 continue
             try:
-                child_text = self.content(name) if name.startswith(CONTENT_PREFIX) else self.loader(name)
+                child_text = (
+                    self.content(name) if name.startswith(CONTENT_PREFIX) else self.loader(name)
+                )
             except LoadFailure as error:
                 raise StarlarkCompileError(
                     filename, call.lineno, call.col_offset + 1, str(error)
@@ -200,7 +203,9 @@ class ProgramCompiler:
         try:
             return data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
-            raise LoadFailure(f"cannot load {name}: not UTF-8 Starlark source (byte {error.start})") from None
+            raise LoadFailure(
+                f"cannot load {name}: not UTF-8 Starlark source (byte {error.start})"
+            ) from None
 
     def link(self, main: ModuleInfo, memory_size: int) -> ForgeProgram:
         runtime = runtime_library()
@@ -229,9 +234,7 @@ def forge_source() -> str:
     return (Path(__file__).parent / "forge.star").read_text(encoding="utf-8")
 
 
-def _load_call(statement: object) -> object:
-    import ast
-
+def _load_call(statement: ast.stmt) -> ast.Call | None:
     if (
         isinstance(statement, ast.Expr)
         and isinstance(statement.value, ast.Call)

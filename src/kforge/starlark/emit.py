@@ -25,24 +25,23 @@ with it to write the traceback.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
-from kforge.isa import Instruction, Opcode
-from kforge.starlark import layout as L
-from kforge.program import ForgeProgram
-from collections.abc import Mapping
-
-from kforge.starlark.data import DataLayout, Record, words
 from kforge.debuginfo import DebugInfo, FunctionInfo, Site
-from kforge.starlark.ir import FIRST_VIRTUAL, BlockRef, CodeRef, DataRef, Function, Insn, Loc
+from kforge.isa import Instruction, Opcode
+from kforge.program import ForgeProgram
+from kforge.starlark import layout as L
+from kforge.starlark.data import DataLayout, Record, words
+from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc
 from kforge.starlark.regalloc import Allocation, allocate, block_order
 from kforge.starlark.regs import (
     ALL_CLOBBERED,
-    ONE,
     HP,
     LIM,
+    ONE,
     RESULT,
     SCRATCH_A,
     SCRATCH_B,
@@ -129,10 +128,31 @@ class Emitted:
 
 _OPCODE: Final = {
     name: Opcode[name]
-    for name in (
-        "ADD SUB MUL DIV MOD AND OR XOR SHL SHR NEG NOT LOADW LOAD STOREW STORE "
-        "SEND RECV POLL BUDGET TICK PUSH POP"
-    ).split()
+    for name in [
+        "ADD",
+        "SUB",
+        "MUL",
+        "DIV",
+        "MOD",
+        "AND",
+        "OR",
+        "XOR",
+        "SHL",
+        "SHR",
+        "NEG",
+        "NOT",
+        "LOADW",
+        "LOAD",
+        "STOREW",
+        "STORE",
+        "SEND",
+        "RECV",
+        "POLL",
+        "BUDGET",
+        "TICK",
+        "PUSH",
+        "POP",
+    ]
 }
 
 
@@ -293,7 +313,7 @@ def emit_program(unit: Unit) -> Emitted:
     start = _emit_start(
         code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites
     )
-    order = [unit.entry] + sorted(name for name in functions if name != unit.entry)
+    order = [unit.entry, *sorted(name for name in functions if name != unit.entry)]
     for name in order:
         if name == SITE_INFO:
             continue
@@ -709,7 +729,7 @@ def _emit_call(
     if kind == SiteKind.RUNTIME and code.builtin_frame:
         word |= SITE_BUILTIN_FRAME
     code.all_sites.append((code.here, word))  # every call, for a host reading the stack
-    if raises or kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME:
+    if raises or (kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME):
         sites.append((code.here, word))  # calls an error can unwind, for the runtime
     if insn.dst >= 0 and reg(insn.dst) != RESULT:
         code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)

@@ -1171,7 +1171,9 @@ class FunctionCompiler:
         sets none): names, operators, brackets, dots and calls set it."""
         if isinstance(node, ast.Name):
             binding = self.module.resolution.bindings.get(id(node))
-            return None if binding is not None and binding.kind is Kind.UNIVERSAL else self.loc(node)
+            return (
+                None if binding is not None and binding.kind is Kind.UNIVERSAL else self.loc(node)
+            )
         if isinstance(node, ast.Call):
             return self.position(node.func, "(")
         if isinstance(node, ast.Attribute):
@@ -1194,7 +1196,11 @@ class FunctionCompiler:
                     return found
             return None
         if isinstance(node, ast.IfExp):
-            return self.last_position(node.orelse) or self.last_position(node.body) or self.last_position(node.test)
+            return (
+                self.last_position(node.orelse)
+                or self.last_position(node.body)
+                or self.last_position(node.test)
+            )
         if isinstance(node, ast.Dict) and node.keys:
             key = node.keys[-1]
             return self.position(key, ":") if key is not None else None

@@ -721,7 +721,7 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
             if isinstance(value, Global):
                 if name in globals_by_name:
                     raise LowLevelError(
-                        module.__name__, ast.Module(), f"Global {name} is defined twice"
+                        module.__name__, ast.Pass(), f"Global {name} is defined twice"
                     )
                 globals_by_name[name] = value
     for module, node in nodes:

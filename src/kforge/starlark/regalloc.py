@@ -22,7 +22,6 @@ data flow first).  What makes it fit this machine:
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from kforge.starlark.ir import FIRST_VIRTUAL, Function, Insn
@@ -100,9 +99,10 @@ def allocate(
             touch(register + FIRST_VIRTUAL, end + 1)
     hints: dict[int, int] = {}
     calls: list[tuple[int, int, Insn]] = []  # (position, clobber mask, insn)
-    for at, insn in linear:
-        if insn is None:
+    for at, maybe in linear:
+        if maybe is None:
             continue
+        insn = maybe
         for register in insn.uses():
             touch(register, at)
         for register in insn.defs():

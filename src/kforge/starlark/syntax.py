@@ -209,6 +209,7 @@ def _decode_strings(
         if token.type == tokenize.STRING:
             by_start[token.start] = index
     decoded: dict[int, tuple[bytes, bool]] = {}
+    found: int | None
     for node in ast.walk(module):
         if isinstance(node, ast.JoinedStr):
             raise StarlarkCompileError(
@@ -216,11 +217,12 @@ def _decode_strings(
             )
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str | bytes):
             continue
-        index = by_start.get((node.lineno, node.col_offset))
-        if index is None:
+        found = by_start.get((node.lineno, node.col_offset))
+        if found is None:
             raise StarlarkCompileError(
                 filename, node.lineno, node.col_offset + 1, "cannot find this string literal"
             )
+        index = found
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         if following is not None and following.type == tokenize.STRING:
             raise StarlarkCompileError(
@@ -253,10 +255,8 @@ def unquote(literal: str) -> tuple[bytes, bool]:
             f"string prefix {literal[: len(literal) - len(body)]!r} is not part of Starlark"
         )
     quote = body[0]
-    if len(body) >= 6 and body.startswith(quote * 3):
-        body = body[3:-3]
-    else:
-        body = body[1:-1]
+    triple = len(body) >= 6 and body.startswith(quote * 3)
+    body = body[3:-3] if triple else body[1:-1]
     out = bytearray()
     i = 0
     n = len(body)
@@ -374,7 +374,7 @@ class _Checker(ast.NodeVisitor):
         return StarlarkCompileError(self.filename, line, column, message)
 
     def generic_visit(self, node: ast.AST) -> None:
-        refused = _REFUSED_STATEMENTS.get(type(node)) or _REFUSED_EXPRESSIONS.get(type(node))  # type: ignore[call-overload]
+        refused = _REFUSED_STATEMENTS.get(type(node)) or _REFUSED_EXPRESSIONS.get(type(node))
         if refused:
             raise self.fail(node, refused)
         super().generic_visit(node)
@@ -430,8 +430,6 @@ class _Checker(ast.NodeVisitor):
         for arg in (*args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if arg is not None and arg.annotation is not None:
                 raise self.fail(arg.annotation, "type annotations are not part of Starlark")
-        if args.kwonlyargs and args.vararg is None and not args.args and False:
-            pass
 
     def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) > 1:

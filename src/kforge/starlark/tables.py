@@ -91,13 +91,13 @@ def method_tables(state: ProgramState) -> list[Function]:
     b = Builder(lookup)
     tag, name = b.params(2)
     for key, value in sorted(state.builtin_values.items(), key=lambda item: item[1]):
-        receiver, method = key
+        receiver, method_name = key
         if receiver == 0:
             continue
         this, equal, other = b.new_block(), b.new_block(), b.new_block()
         b.br("EQ", tag, b.li(receiver), this, other)
         b.set_block(this)
-        same = b.call("bytes_equal", [name, b.li_ref(state.string(method))])
+        same = b.call("bytes_equal", [name, b.li_ref(state.string(method_name))])
         b.br("NZ", same, -1, equal, other)
         b.set_block(equal)
         b.ret(b.li(value))
@@ -110,13 +110,13 @@ def method_tables(state: ProgramState) -> list[Function]:
     by_tag: dict[int, list[str]] = {}
     for method in METHOD_LIST:
         by_tag.setdefault(method.receiver, []).append(method.name)
-    for receiver, methods in sorted(by_tag.items()):
+    for receiver, method_names in sorted(by_tag.items()):
         record = state.data.record(
             f"methods:{receiver}",
             (
                 L.TAG_TUPLE | L.FLAG_STATIC | L.FLAG_FROZEN,
-                len(methods),
-                *(state.data.string(m.encode()) for m in sorted(methods)),
+                len(method_names),
+                *(state.data.string(m.encode()) for m in sorted(method_names)),
             ),
         )
         this, other = b.new_block(), b.new_block()
