@@ -72,6 +72,7 @@ class InsufficientResources(ForgeError):
 
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 429
 
     def __init__(
         self, agent: AgentId, resource: str, needed: int, available: int, purpose: str

@@ -32,8 +32,8 @@ import msgpack
 from kforge.core import (
     AgentId,
     ErrorCategory,
-    ForgeError,
     Hash256,
+    InvalidRequest,
     KingdomError,
     MessageCode,
 )
@@ -99,27 +99,6 @@ def code_name(code: int) -> str:
         except ValueError:
             continue
     return f"0x{code:04X}"
-
-
-class InvalidRequest(ForgeError):
-    """A request, envelope or payload that does not meet its schema.
-
-    ``field`` names the offending field (``"memory_quota"``,
-    ``"envelope.sender"``, ``"imports[2].from"``); ``reason`` says what is wrong.
-    """
-
-    category = ErrorCategory.INVALID_REQUEST
-    code = 0x0506
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"invalid request: field {field!r}: {reason}")
-        self.field = field
-        self.reason = reason
-
-    def to_kingdom_error(self, context: dict[bytes, bytes] | None = None) -> KingdomError:
-        merged = {b"field": self.field.encode()}
-        merged.update(context or {})
-        return super().to_kingdom_error(merged)
 
 
 # =============================================================================

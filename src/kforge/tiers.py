@@ -23,6 +23,8 @@ TIERS: Final = ("auto", "reference", "fast")
 class TierUnavailable(ForgeError):
     """``fast`` was asked for but the fast tier cannot be loaded here."""
 
+    http_status = 503
+
     def __init__(self, reason: str) -> None:
         super().__init__(f"the fast tier is not available: {reason}")
         self.reason = reason

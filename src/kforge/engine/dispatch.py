@@ -31,6 +31,7 @@ from kforge.core import (
     Hash256,
     Internal,
     MessageCode,
+    NotSupported,
     PermissionDenied,
 )
 from kforge.engine.artifacts import ProofJob, proof_result_values
@@ -324,4 +325,4 @@ class Dispatcher:
         return ReplyCode.ACK, {"cycle": cycle}
 
     async def _not_supported(self, envelope: Envelope, values: dict[str, Any]) -> Reply:
-        raise Internal(f"{code_name(envelope.code)} is not supported yet")
+        raise NotSupported(code_name(envelope.code))

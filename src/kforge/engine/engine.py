@@ -28,6 +28,7 @@ from typing import Any, Final, Protocol
 from kforge.accounting import Ledger
 from kforge.core import (
     AgentId,
+    EngineNotOpen,
     EventKind,
     ForgeError,
     Hash256,
@@ -308,7 +309,7 @@ class Engine(ServiceOperations):
 
     def _require_open(self) -> None:
         if self.status is not EngineStatus.OPEN:
-            raise Internal(f"the engine is {self.status.value}: use it inside 'async with'")
+            raise EngineNotOpen(self.status.value)
 
     # ------------------------------------------------------------------ ids
 

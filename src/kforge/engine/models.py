@@ -316,6 +316,7 @@ class ServiceCallFailed(ForgeError):
 
     category = ErrorCategory.CONFLICT
     code = 0x0507
+    http_status = 409
 
     def __init__(
         self,

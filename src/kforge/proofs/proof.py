@@ -33,6 +33,7 @@ class ProofFormatError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad execution proof: {reason}")

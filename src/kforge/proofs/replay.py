@@ -53,6 +53,7 @@ class ReplayDivergence(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str, *, ticks_used: int, state: MachineState) -> None:
         super().__init__(
@@ -68,6 +69,7 @@ class RecordFormatError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad run record: {reason}")

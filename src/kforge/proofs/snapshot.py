@@ -55,6 +55,7 @@ class SnapshotError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad machine snapshot: {reason}")

@@ -16,11 +16,13 @@ from typing import Any, Final
 from starlette.responses import Response
 
 from kforge.asm import assemble
-from kforge.core import Hash256, Internal, MessageCode, PermissionDenied, SandboxNotFound
+from kforge.core import Hash256, MessageCode, NotSupported, PermissionDenied, SandboxNotFound
 from kforge.disasm import disassemble, format_instruction
 from kforge.engine import (
     CreateSandbox,
+    Endpoint,
     SandboxInfo,
+    Service,
     create_request_from_values,
     exec_result_values,
     sandbox_info_values,
@@ -47,7 +49,6 @@ from kforge.messages import (
     UIntField,
     code_name,
     decode_payload,
-    kingdom_error_from_payload,
     pack,
     unpack,
 )
@@ -57,7 +58,6 @@ from kforge.server.endpoint import (
     Context,
     Operation,
     Query,
-    ReplyError,
     path_id,
     query_bool,
     query_integer,
@@ -377,7 +377,7 @@ async def begin_cycle(ctx: Context) -> tuple[int, Any]:
 def _services_supported(ctx: Context, method: str) -> Any:
     found = getattr(ctx.state.engine, method, None)
     if found is None:
-        raise Internal(f"services ({method}) are not supported yet by this engine")
+        raise NotSupported(f"services ({method}) on this engine")
     return found
 
 
@@ -403,22 +403,23 @@ async def service_info(ctx: Context) -> tuple[int, Any]:
 
 
 async def create_service(ctx: Context) -> tuple[int, Any]:
-    """SERVICE_CREATE as the caller (through the engine's dispatcher)."""
-    values = dict(ctx.values)
-    values["owner"] = values["owner"] or ctx.agent
-    if values["id"] is None:
-        del values["id"]
-    envelope = Envelope.build(
-        MessageCode.SERVICE_CREATE,
-        ctx.agent,
-        values,
-        id=Hash256(os.urandom(32)),
-        timestamp=ctx.state.engine.clock.time_ms(),
+    """SERVICE_CREATE as the caller (who must be the owner)."""
+    values = ctx.values
+    owner = values["owner"] or ctx.agent
+    if owner != ctx.agent:
+        raise PermissionDenied(f"agent {ctx.agent} may not create a service owned by {owner}")
+    service = Service(
+        owner=owner,
+        sandbox=values["sandbox"],
+        name=values["name"],
+        tick_budget=values["tick_budget"],
+        auto_fund=values["auto_fund"],
+        endpoints=tuple(
+            Endpoint(e["name"], e["channel"], e["schema"]) for e in values["endpoints"]
+        ),
+        id=values["id"],
     )
-    reply = await ctx.state.engine.dispatch(envelope)
-    if reply.code == ReplyCode.ERROR:
-        raise ReplyError(kingdom_error_from_payload(reply.payload))
-    return 201, {"service_id": decode_payload(reply.code, reply.payload)["service_id"]}
+    return 201, {"service_id": await ctx.state.engine.create_service(service)}
 
 
 async def call_service(ctx: Context) -> tuple[int, Any]:

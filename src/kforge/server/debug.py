@@ -49,6 +49,7 @@ _MAX_MEMORY_WINDOW: Final = 4096
 class DebugSessionNotFound(ForgeError):
     category = ErrorCategory.NOT_FOUND
     code = 0x0500
+    http_status = 404
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"debug session not found: {session_id[:64]}")
@@ -58,6 +59,7 @@ class DebugSessionNotFound(ForgeError):
 class TooManyDebugSessions(ForgeError):
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 429
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"too many debug sessions: {detail}")

@@ -14,21 +14,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
-from kforge.core import (
-    ErrorCategory,
-    ForgeError,
-    Hash256,
-    Internal,
-    InvalidState,
-    KingdomError,
-    MemoryQuotaExceeded,
-    VaultFetchFailed,
-)
+from kforge.core import ForgeError, Hash256, Internal, KingdomError
 from kforge.messages import Field, InvalidRequest
 from kforge.server.auth import AuthError, Principal
 from kforge.server.codec import BodyError, decode_body, decode_fields, encode_body, wants_msgpack
@@ -41,7 +32,6 @@ __all__ = [
     "Handler",
     "Operation",
     "Query",
-    "ReplyError",
     "asgi_endpoint",
     "error_response",
     "http_status",
@@ -53,53 +43,9 @@ __all__ = [
 
 log = logging.getLogger("kforge.server")
 
-_STATUS_BY_CATEGORY: Final = {
-    ErrorCategory.NOT_FOUND: 404,
-    ErrorCategory.CONFLICT: 409,
-    ErrorCategory.UNAUTHORIZED: 403,
-    ErrorCategory.INVALID_REQUEST: 400,
-    ErrorCategory.QUOTA_EXCEEDED: 429,
-    ErrorCategory.INTERNAL: 500,
-}
-
-
 def http_status(error: ForgeError) -> int:
-    """The HTTP status of an engine error (``docs/server.md`` has the table)."""
-    if isinstance(error, VaultFetchFailed):
-        return 404  # the object is not in the vault
-    if isinstance(error, MemoryQuotaExceeded):
-        return 422  # asking for less fits; asking again does not
-    if isinstance(error, Internal):
-        if "not supported yet" in error.reason:
-            return 501
-        if error.reason.startswith("the engine is"):
-            return 503
-    if isinstance(error, InvalidState):
-        return 409
-    return _STATUS_BY_CATEGORY.get(error.category, 500)
-
-
-class ReplyError(Exception):
-    """An ERROR reply of the engine's dispatcher, to be answered as an HTTP error."""
-
-    def __init__(self, error: KingdomError) -> None:
-        super().__init__(error.message.decode("utf-8", "replace"))
-        self.error = error
-
-
-_STATUS_BY_CODE: Final = {0x0505: 404, 0x05FF: 500}
-
-
-def reply_error_status(error: KingdomError) -> int:
-    if error.code in _STATUS_BY_CODE:
-        status = _STATUS_BY_CODE[error.code]
-        message = error.message.decode("utf-8", "replace")
-        if status == 500 and "not supported yet" in message:
-            return 501
-        if status == 500 and "the engine is" in message:
-            return 503
-        return status
-    return _STATUS_BY_CATEGORY.get(error.category, 500)
+    """The HTTP status of an engine error: a fact of its class (``docs/server.md`` has the table)."""
+    return error.http_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,8 +212,6 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
             )
         except ForgeError as error:
             return forge_error_response(request, error)
-        except ReplyError as error:
-            return kingdom_error_response(request, error.error, reply_error_status(error.error))
         except TimeoutError:
             body408 = error_body(408, 0x0501, "Conflict", "still running when the timeout passed")
             return error_response(request, 408, body408)
