@@ -6,11 +6,13 @@ import asyncio
 import struct
 import time
 
+from kforge.asm import assemble
 from kforge.core import AgentId, EventKind, Hash256
 from kforge.engine import CreateSandbox, EngineLimits, ManualClock, SandboxState, seeded_random
 from kforge.host import AgoraOp, MintOp, OracleOp, VaultOp
 from kforge.isa import FaultCode
-from kforge.machine import Machine
+from kforge.machine import Machine, MachineState
+from kforge.tiers import TierRunner
 from test_engine_support import (
     ECHO_TWICE,
     LOOP,
@@ -266,19 +268,22 @@ def test_a_failing_tier_kills_only_its_sandbox_and_a_failing_observer_is_ignored
     def observer(sandbox_id: Hash256, state: SandboxState, ticks: int) -> None:
         raise RuntimeError("observer bug")
 
+    broken_program = assemble("LI r1, 43\nHALT")
+
+    class BrokenTier(TierRunner):
+        def run(
+            self, machine: Machine, max_ticks: int | None = None, *, yield_on_tick: bool = False
+        ) -> MachineState:
+            if machine.program.program_id == broken_program.program_id:
+                raise RuntimeError("tier bug")
+            return super().run(machine, max_ticks, yield_on_tick=yield_on_tick)
+
     async def body() -> None:
-        async with open_engine(on_slice=observer) as engine:
+        async with open_engine(on_slice=observer, tier=BrokenTier("reference")) as engine:
             healthy = await create(engine, SHORT)
-            broken = await create(engine, SHORT)
-            machine = engine._sandboxes[broken].machine
-            run_slice = engine._run_machine
-
-            def explode(target: Machine, ticks: int) -> object:
-                if target is machine:
-                    raise RuntimeError("tier bug")
-                return run_slice(target, ticks)
-
-            engine._run_machine = explode
+            broken = await engine.create_sandbox(
+                CreateSandbox(OWNER, engine.vault.put_program(broken_program), 4096, 100)
+            )
             await engine.exec_start(broken, OWNER)
             await engine.exec_start(healthy, OWNER)
             failed = await engine.wait(broken, timeout=10)

@@ -37,7 +37,7 @@ from kforge.engine.models import (
     seeded_random,
     system_random,
 )
-from kforge.engine.tiers import TIERS
+from kforge.tiers import TIERS
 
 __all__ = [
     "DEFAULT_SLICE_TICKS",

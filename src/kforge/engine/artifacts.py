@@ -24,6 +24,7 @@ from kforge.proofs import ExecutionProof, Signer, generate_proof
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault
+from kforge.tiers import TierRunner
 
 __all__ = [
     "PROVABLE",
@@ -102,7 +103,7 @@ class ProofJob:
         return PROOF_TICKS_PER_TICK * ticks_used
 
 
-async def run_proof_job(job: ProofJob, signer: Signer, tier: str) -> ExecutionProof:
+async def run_proof_job(job: ProofJob, signer: Signer, tier: TierRunner) -> ExecutionProof:
     """Replay the run in a worker thread (the event loop stays free) and sign the proof."""
     return await asyncio.to_thread(generate_proof, job.program, job.record, signer, tier=tier)
 

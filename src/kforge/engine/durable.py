@@ -414,12 +414,12 @@ class _Rebuilder:
         machine = sandbox.machine
         if machine is None:
             raise RebuildError(f"sandbox {sandbox.id} has no machine to advance")
-        run = self.engine._run_machine
+        runner = self.engine.runner
         while machine.ticks_used < target and machine.state in (
             MachineState.READY,
             MachineState.RUNNING,
         ):
-            run(machine, target - machine.ticks_used)
+            runner.run(machine, target - machine.ticks_used, yield_on_tick=True)
             machine.take_outbound()
         machine.take_outbound()
         if machine.ticks_used != target:

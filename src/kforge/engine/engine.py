@@ -67,7 +67,6 @@ from kforge.engine.sandbox import Sandbox
 from kforge.engine.scheduler import Scheduler
 from kforge.engine.service_ops import ServiceOperations
 from kforge.engine.services import ServiceRecord
-from kforge.engine.tiers import TIERS, slice_function
 from kforge.events import AnyEventKind, EventBus
 from kforge.host import (
     AgoraAdapter,
@@ -91,6 +90,7 @@ from kforge.messages import Envelope, InvalidRequest, Mailbox
 from kforge.proofs import ExecutionProof, Signer
 from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault, default_data_dir
+from kforge.tiers import TIERS, TierRunner
 
 __all__ = ["TIERS", "Engine", "EngineStatus", "SliceObserver"]
 
@@ -125,8 +125,9 @@ class Engine(ServiceOperations):
     under the data directory).  ``ledger`` turns accounting on: creation and
     execution are charged to the owner (seed §11); without it nothing is
     charged and an in-memory ledger serves only the mint channel.
-    ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` picks
-    the execution tier.  ``clock`` and ``random_source`` are injected.
+    ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` is the
+    execution tier: a :class:`~kforge.tiers.TierRunner` (shared, not closed by
+    the engine) or a tier's name (the engine makes and closes its own runner).  ``clock`` and ``random_source`` are injected.
     ``on_slice`` observes every scheduler slice (metrics, tracing, tests).
     ``signer`` signs execution proofs (default: a key derived from the secret;
     pass the node's key, ``kforge.proofs.keys.load_or_create_key()``, in production).
@@ -140,7 +141,7 @@ class Engine(ServiceOperations):
         limits: EngineLimits | None = None,
         clock: Clock | None = None,
         random_source: RandomSource | None = None,
-        tier: str = "auto",
+        tier: str | TierRunner = "auto",
         oracle: OracleHandler | Mapping[bytes, bytes] | None = None,
         agora: AgoraBoard | None = None,
         agent_id: AgentId | None = None,
@@ -156,7 +157,7 @@ class Engine(ServiceOperations):
         snapshot_every: int = 1000,
         trust: ProgramGate | None = None,
     ) -> None:
-        self._owned: list[Vault | Ledger | Journal] = []
+        self._owned: list[Vault | Ledger | Journal | TierRunner] = []
         self.trust = trust
         folder = Path(data_dir) if data_dir is not None else default_data_dir()
         self.journal: Journal | None = None
@@ -191,9 +192,10 @@ class Engine(ServiceOperations):
             self.journal.set_meta("epoch", self._epoch.to_bytes(8, "big"))
         self.agent_id = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + self._secret).raw)
         self.signer: Signer = signer or derived_signer(self._secret)
-        self.tier = tier
+        self.runner = TierRunner.of(tier)
+        if not isinstance(tier, TierRunner):
+            self._owned.append(self.runner)
         self.on_slice = on_slice
-        self._run_machine = slice_function(tier)
         self.bus = EventBus(self.clock.time_ms, event_queue_size)
         self.mailbox = Mailbox(mailbox_size)
         self.programs = ProgramCache(vault, program_cache_size)
@@ -603,7 +605,7 @@ class Engine(ServiceOperations):
             return
         async with self._exec_lock:
             try:
-                self._run_machine(machine, self.limits.slice_ticks)
+                self.runner.run(machine, self.limits.slice_ticks, yield_on_tick=True)
                 sandbox.slices += 1
                 await self._after_execution(sandbox, machine)
             except Exception as error:
@@ -899,7 +901,7 @@ class Engine(ServiceOperations):
 
     async def _prove(self, job: ProofJob) -> ExecutionProof:
         try:
-            proof = await run_proof_job(job, self.signer, self.tier)
+            proof = await run_proof_job(job, self.signer, self.runner)
         except BaseException:
             if job.cost:
                 self.ledger.refund_ticks(job.requester, job.cost)
@@ -974,3 +976,8 @@ class Engine(ServiceOperations):
         self._require_open()
         async with self._exec_lock:
             return self._snapshot_now()
+
+    @property
+    def tier(self) -> str:
+        """The name of the execution tier (``runner.name``)."""
+        return self.runner.name

@@ -43,6 +43,7 @@ __all__ = [
 
 log = logging.getLogger("kforge.server")
 
+
 def http_status(error: ForgeError) -> int:
     """The HTTP status of an engine error: a fact of its class (``docs/server.md`` has the table)."""
     return error.http_status
