@@ -131,15 +131,24 @@ def test_a_short_sandbox_behind_one_looper_waits_at_most_one_slice() -> None:
     run(body)
 
 
-def test_tick_ends_a_slice() -> None:
+def test_tick_ends_a_slice_when_another_sandbox_waits_and_costs_nothing_more_alone() -> None:
     async def body() -> None:
-        ticks: list[int] = []
-        async with open_engine(on_slice=lambda sid, st, used: ticks.append(used)) as engine:
-            sandbox_id = await create(engine, TICK_LOOP, tick_budget=20)
-            await engine.exec_start(sandbox_id, OWNER)
-            result = await engine.wait(sandbox_id, timeout=10)
-            assert result.fault is FaultCode.OUT_OF_TICKS
+        slices: list[tuple[Hash256, int]] = []
+        async with open_engine(on_slice=lambda sid, st, used: slices.append((sid, used))) as engine:
+            first = await create(engine, TICK_LOOP, tick_budget=20)
+            second = await create(engine, TICK_LOOP, tick_budget=20)
+            await engine.exec_start(first, OWNER)
+            await engine.exec_start(second, OWNER)
+            for sandbox_id in (first, second):
+                result = await engine.wait(sandbox_id, timeout=10)
+                assert result.fault is FaultCode.OUT_OF_TICKS
+            ticks = [used for sid, used in slices if sid == first]
             assert ticks[:4] == [1, 3, 5, 7]  # each slice ends right after its TICK
+            slices.clear()
+            alone = await create(engine, TICK_LOOP, tick_budget=20)
+            await engine.exec_start(alone, OWNER)
+            assert (await engine.wait(alone, timeout=10)).fault is FaultCode.OUT_OF_TICKS
+            assert slices == [(alone, 20)]  # nobody waiting: TICKs do not end the slice
 
     run(body)
 

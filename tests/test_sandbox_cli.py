@@ -70,7 +70,7 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
     assert result["ticks_used"] == 14
 
     status, out, _ = sandbox("list", "--json")
-    assert [json.loads(line)["sandbox"] for line in out.splitlines()] == [sandbox_id]
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [sandbox_id]
 
 
 def test_start_and_deliver_show_the_output_they_cause(sandbox: Any, tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_run_creates_and_runs_in_one_command(sandbox: Any, tmp_path: Path) -> No
     assert (status, result["state"], result["fault"], result["fault_detail"]) == (
         1,
         "FAULTED",
-        "USER_FAULT",
+        0xFF,  # USER_FAULT: the API's form, a fault code
         9,
     )
 

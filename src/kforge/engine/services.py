@@ -19,12 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kforge.core import AgentId, Hash256
-from kforge.engine.models import (
-    Endpoint,
-    ServiceInfo,
-    ServiceResult,
-    ServiceState,
-)
+from kforge.engine.models import Endpoint, ServiceInfo, ServiceResult, ServiceState
 from kforge.engine.sandbox import Sandbox
 
 __all__ = ["MAX_SERVICE_NAME", "ServiceCall", "ServiceRecord"]
