@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import sqlite3
 import struct
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -158,6 +160,18 @@ _SCHEMA: Final = (
 )
 
 
+@contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """Rows that SQLite cannot hand back as written (a BLOB turned to text, a damaged page)
+    are the journal's damage, reported as such."""
+    try:
+        yield
+    except (sqlite3.DatabaseError, TypeError, ValueError) as error:
+        raise StateCorrupted(
+            where, f"it cannot be read ({type(error).__name__}: {error})"
+        ) from None
+
+
 class SqliteJournalStore(SqliteStore):
     """The journal store of one data directory: ``engine.sqlite3`` (fsync'd: ``synchronous=FULL``)."""
 
@@ -178,8 +192,9 @@ class SqliteJournalStore(SqliteStore):
             self.connection.execute(statement)
 
     def meta(self, key: str) -> bytes | None:
-        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return bytes(row[0]) if row is not None else None
+        with _reading(f"engine journal value {key!r}"):
+            row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            return bytes(row[0]) if row is not None else None
 
     def set_meta(self, key: str, value: bytes) -> None:
         self.connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
@@ -192,26 +207,26 @@ class SqliteJournalStore(SqliteStore):
             )
 
     def rows(self, after: int = 0) -> Iterator[Row]:
-        for seq, time_ms, body, link in self.connection.execute(
-            "SELECT seq, time_ms, body, link FROM journal WHERE seq > ? ORDER BY seq", (after,)
-        ):
-            yield Row(int(seq), int(time_ms), bytes(body), bytes(link))
+        with _reading(f"engine journal rows after {after}"):
+            cursor = self.connection.execute(
+                "SELECT seq, time_ms, body, link FROM journal WHERE seq > ? ORDER BY seq", (after,)
+            )
+            for found in cursor:
+                yield _row(found)
 
     def last_row(self) -> Row | None:
-        found = self.connection.execute(
-            "SELECT seq, time_ms, body, link FROM journal ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        return (
-            Row(int(found[0]), int(found[1]), bytes(found[2]), bytes(found[3])) if found else None
-        )
+        with _reading("engine journal's last row"):
+            found = self.connection.execute(
+                "SELECT seq, time_ms, body, link FROM journal ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            return _row(found) if found else None
 
     def row(self, seq: int) -> Row | None:
-        found = self.connection.execute(
-            "SELECT seq, time_ms, body, link FROM journal WHERE seq = ?", (seq,)
-        ).fetchone()
-        return (
-            Row(int(found[0]), int(found[1]), bytes(found[2]), bytes(found[3])) if found else None
-        )
+        with _reading(f"engine journal row {seq}"):
+            found = self.connection.execute(
+                "SELECT seq, time_ms, body, link FROM journal WHERE seq = ?", (seq,)
+            ).fetchone()
+            return _row(found) if found else None
 
     def save_snapshot(self, seq: int, body: bytes, mac: bytes) -> None:
         with self.transaction() as connection:
@@ -221,10 +236,24 @@ class SqliteJournalStore(SqliteStore):
             connection.execute("DELETE FROM journal_snapshots WHERE seq < ?", (seq,))
 
     def latest_snapshot(self) -> tuple[int, bytes, bytes] | None:
-        found = self.connection.execute(
-            "SELECT seq, body, mac FROM journal_snapshots ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        return (int(found[0]), bytes(found[1]), bytes(found[2])) if found else None
+        with _reading("engine journal snapshot"):
+            found = self.connection.execute(
+                "SELECT seq, body, mac FROM journal_snapshots ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            return (int(found[0]), _blob(found[1]), _blob(found[2])) if found else None
+
+
+def _blob(value: object) -> bytes:
+    if not isinstance(value, bytes):  # a BLOB column holding another type was written over
+        raise TypeError(f"expected a BLOB, found {type(value).__name__}")
+    return value
+
+
+def _row(found: tuple[object, ...]) -> Row:
+    seq, time_ms, body, link = found
+    if not isinstance(seq, int) or not isinstance(time_ms, int):
+        raise TypeError("seq and time_ms must be integers")
+    return Row(seq, time_ms, _blob(body), _blob(link))
 
 
 # ----------------------------------------------------------------- the journal
