@@ -200,6 +200,9 @@ def _stopped(state: EngineState, record: SandboxStopped) -> None:
     sandbox = _sandbox(state, record)
     machine = advance(state, sandbox, record.ticks)
     faulted = record.state is SandboxState.FAULTED
+    if faulted and machine.state in _RUNNABLE:  # OUT_OF_TICKS charges nothing: run into it
+        machine.step()
+        machine.take_outbound()
     fault = machine.fault if faulted else None
     if faulted and (fault is None or int(fault) != record.fault):
         raise StateCorrupted(
