@@ -22,6 +22,7 @@ from test_engine_support import (
     SUM_TO_N,
     TICK_LOOP,
     create,
+    execute,
     host_client,
     open_engine,
     put,
@@ -153,16 +154,35 @@ def test_tick_ends_a_slice_when_another_sandbox_waits_and_costs_nothing_more_alo
     run(body)
 
 
-def test_slices_never_exceed_the_quantum() -> None:
+def test_slices_never_exceed_the_quantum_while_others_wait() -> None:
+    async def body() -> None:
+        slices: list[tuple[Hash256, int]] = []
+        async with open_engine(
+            limits=EngineLimits(slice_ticks=100),
+            on_slice=lambda sid, st, used: slices.append((sid, used)),
+        ) as engine:
+            first = await create(engine, LOOP, tick_budget=1000)
+            second = await create(engine, LOOP, tick_budget=1000)
+            await engine.exec_start(first, OWNER)
+            await engine.exec_start(second, OWNER)
+            await engine.wait(first, timeout=10)
+            await engine.wait(second, timeout=10)
+            ticks = [used for sid, used in slices if sid == first]
+            assert ticks == [*range(100, 1001, 100), 1000]  # the last slice faults OUT_OF_TICKS
+
+    run(body)
+
+
+def test_a_lone_sandbox_gets_longer_slices_with_the_same_result() -> None:
     async def body() -> None:
         ticks: list[int] = []
         async with open_engine(
             limits=EngineLimits(slice_ticks=100), on_slice=lambda sid, st, used: ticks.append(used)
         ) as engine:
-            sandbox_id = await create(engine, LOOP, tick_budget=1000)
-            await engine.exec_start(sandbox_id, OWNER)
-            await engine.wait(sandbox_id, timeout=10)
-            assert ticks == [*range(100, 1001, 100), 1000]  # the last slice faults OUT_OF_TICKS
+            result = await execute(engine, SUM_TO_N, input=sum_input(20_000), tick_budget=10**6)
+            assert result.output == sum_output(20_000)
+            gaps = [later - earlier for earlier, later in zip(ticks, ticks[1:], strict=False)]
+            assert max(gaps) > 100  # alone, its quantum grew past the fair one
 
     run(body)
 

@@ -125,7 +125,7 @@ def test_valid_payloads_round_trip(code: int) -> None:
 def test_optional_fields_take_their_defaults() -> None:
     minimal = pack({"owner": SENDER.raw, "code": H.raw, "memory_quota": 1, "tick_budget": 2})
     values = decode_payload(MessageCode.SANDBOX_CREATE, minimal)
-    assert values.input == b"" and values.environment == {} and values.grants == frozenset()
+    assert values.input == b"" and values.environment is None and values.grants == frozenset()
     assert values.persistent is False and values.deadline_ms is None
     assert isinstance(values.owner, AgentId) and isinstance(values.code, Hash256)
     assert decode_payload(ReplyCode.ACK, pack({})) == Ack()

@@ -73,8 +73,13 @@ _B64_BYTES: Final = {"type": "string", "contentEncoding": "base64"}
 _TEXT: Final = {"type": "string"}
 
 
-class Schema(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A wire form: frozen, unknown fields refused, fields in declaration order."""
+class Schema(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """A wire form: frozen, unknown fields refused, fields in declaration order.
+
+    Performance note: ``gc=False``: a schema value holds plain data and never a
+    reference back to itself, so the garbage collector need not track it (16 bytes
+    less each; an idle sandbox keeps its creation request).
+    """
 
 
 # ----------------------------------------------------------------- ids: the one custom type

@@ -75,7 +75,7 @@ def load_machine(state: EngineState, created: SandboxCreated) -> Machine:
         memory_quota=request.memory_quota or 0,
         tick_budget=request.tick_budget or 0,
         input=request.input,
-        environment=request.environment,
+        environment=request.environment or {},
         grants=request.grants - DEFAULT_GRANTS,
         message_limit=state.message_limit,
     )

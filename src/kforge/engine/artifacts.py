@@ -56,7 +56,7 @@ def run_record(sandbox: Sandbox, program: ForgeProgram, message_limit: int) -> R
     return RunRecord.create(
         program,
         input=request.input,
-        environment=request.environment,
+        environment=request.environment or {},
         grants=set(request.grants) - DEFAULT_GRANTS,
         memory_quota=request.memory_quota or 0,
         tick_budget=request.tick_budget or 0,

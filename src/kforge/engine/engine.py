@@ -321,18 +321,14 @@ class Engine:
 
     def _resume_scheduling(self) -> None:
         """Queue what runs again after a rebuild; executions get a fresh deadline."""
-        clock, limits, scheduler = self.clock, self.limits, self.scheduler
+        scheduler = self.scheduler
         for sandbox in self.state.live_sandboxes():
             if not sandbox.scheduled:
                 continue
             if sandbox.state is SandboxState.RUNNING:
                 scheduler.enqueue(sandbox)
             if sandbox.service is None:
-                limit = sandbox.request.deadline
-                sandbox.deadline_at = clock.monotonic() + (
-                    limit if limit is not None else limits.deadline
-                )
-                scheduler.watch_deadline(sandbox)
+                self.sandboxes.watch_deadline(sandbox)
 
     async def _cycle_timer(self) -> None:
         """Begin a cycle every ``cycle_interval`` seconds (real time) while open."""
@@ -375,9 +371,7 @@ class Engine:
             resource.close()
 
     def _cancel_waiting(self) -> None:
-        for sandbox in self.state.sandboxes.values():
-            for waiter in sandbox.waiters or ():
-                waiter.cancel()
+        self.sandboxes.cancel_waiting()
         for service in self.state.services.values():
             for call in [service.current, *service.queue]:
                 if call is not None and call.future is not None:

@@ -9,14 +9,22 @@ TICK costs what its tick says and nothing more.  After the slice the sandbox's
 state is recorded (still running, blocked, stopped) and a running one goes to
 the back of the run queue.
 
-Slices are cut by ticks, never by wall time, and nothing a sandbox computes
-depends on where a slice ends, so results are the same whatever the quantum.
+The quantum is :attr:`EngineLimits.slice_ticks` (a hundred times that for a
+machine bound to compiled code, which runs that much faster) whenever another
+sandbox is waiting, so sandboxes take turns fairly.  A sandbox running alone
+gets a quantum that adapts to wall time: doubled while its slices take under
+:data:`LONE_SLICE_SECONDS`, halved while they take over twice that, so that a
+CPU-bound sandbox on compiled code pays the engine's cost per slice seldom
+while the event loop still gets a turn every few milliseconds.  Nothing a
+sandbox computes depends on where its slices end, so results are the same
+whatever the quantum.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -31,7 +39,13 @@ from kforge.host import HostRequest
 from kforge.machine import Machine, MachineState
 from kforge.tiers import TierRunner
 
-__all__ = ["COMPILED_QUANTUM_FACTOR", "Executor", "SliceObserver"]
+__all__ = [
+    "COMPILED_QUANTUM_FACTOR",
+    "LONE_SLICE_SECONDS",
+    "MAX_LONE_GROWTH",
+    "Executor",
+    "SliceObserver",
+]
 
 #: Called after every scheduler slice with the sandbox, its state and its ticks used.
 SliceObserver = Callable[[Hash256, SandboxState, int], None]
@@ -41,6 +55,10 @@ SliceObserver = Callable[[Hash256, SandboxState, int], None]
 # slices of both tiers then take about the same wall time, and the engine's cost per
 # slice stays small beside the slice itself.
 COMPILED_QUANTUM_FACTOR: Final = 100
+#: The wall time a lone sandbox's slice aims at.
+LONE_SLICE_SECONDS: Final = 0.002
+#: A lone sandbox's quantum grows to at most this many times the fair one.
+MAX_LONE_GROWTH: Final = 1024
 
 
 class Executor:
@@ -64,11 +82,20 @@ class Executor:
         self._after_slice = after_slice
         #: Held while a machine runs, so a snapshot never sees one mid-slice.
         self.lock = asyncio.Lock()
+        #: The adapted quantum of sandboxes that ran alone (the live engine's alone).
+        self._lone_quantum: dict[Hash256, int] = {}
 
-    def quantum(self, machine: Machine) -> int:
-        """The ticks one slice may run: longer for a machine bound to compiled code."""
+    def fair_quantum(self, machine: Machine) -> int:
+        """The ticks one slice may run while others wait: longer for compiled code."""
         base = self.ctx.limits.slice_ticks
         return base * COMPILED_QUANTUM_FACTOR if machine.tier_state is not None else base
+
+    def _adapt(self, sandbox: Sandbox, quantum: int, fair: int, seconds: float) -> None:
+        """After a lone slice that used its whole quantum: grow or shrink the next one."""
+        if seconds < LONE_SLICE_SECONDS and quantum < fair * MAX_LONE_GROWTH:
+            self._lone_quantum[sandbox.id] = quantum * 2
+        elif seconds > 2 * LONE_SLICE_SECONDS and quantum > fair:
+            self._lone_quantum[sandbox.id] = max(fair, quantum // 2)
 
     # ------------------------------------------------------------------ slices
 
@@ -100,8 +127,12 @@ class Executor:
 
     async def _run(self, sandbox: Sandbox, machine: Machine) -> None:
         start = machine.ticks_used
-        quantum = self.quantum(machine)
         scheduler = self.ctx.scheduler
+        fair = self.fair_quantum(machine)
+        alone = len(scheduler) == 0
+        quantum = max(fair, self._lone_quantum.get(sandbox.id, fair)) if alone else fair
+        # Performance note: wall time only tunes the next lone quantum; results never see it.
+        started = time.perf_counter()
         while True:
             others_waiting = len(scheduler) > 0
             self.runner.run(
@@ -116,7 +147,13 @@ class Executor:
             ):
                 continue  # the reply is there: run on within this slice
             break
+        if alone and machine.ticks_used - start >= quantum:
+            self._adapt(sandbox, quantum, fair, time.perf_counter() - started)
+        elif not alone:
+            self._lone_quantum.pop(sandbox.id, None)
         self.settle(sandbox, machine, scheduled=True)
+        if sandbox.state.is_final:
+            self._lone_quantum.pop(sandbox.id, None)
 
     async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
         """Execute one instruction of a sandbox not under the scheduler (for debugging).

@@ -1,18 +1,18 @@
 """One sandbox as the engine keeps it: the machine, its owner, its state and its logs.
 
 Part of the engine's state (:class:`kforge.engine.state.EngineState`); only
-:func:`kforge.engine.apply.apply` changes the fields that records describe.
-A few fields are the live engine's alone (who waits for the result, the
-scheduler's bookkeeping) and are neither recorded nor rebuilt.
+:func:`kforge.engine.apply.apply` changes its fields.
 
 Performance note: an idle sandbox must stay small (seed: under 1 KB beyond
 its memory and registers), so the lists and maps most sandboxes never use are
-made on first use (``None`` until then) and the class has slots only.
+made on first use (``None`` until then), the class has slots only, and what
+only the live engine needs (who waits for the result, the scheduler's queue
+and deadlines) is kept by the parts that need it, for the few sandboxes that
+need it.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from kforge.core import AgentId, Hash256
@@ -60,15 +60,11 @@ class Sandbox:
 
     __slots__ = (
         "access",
-        "deadline_at",
         "final",
         "id",
         "io_log",
         "machine",
-        "notify",
-        "owner",
         "program",
-        "queued",
         "request",
         "reserved_ticks",
         "result",
@@ -76,12 +72,10 @@ class Sandbox:
         "service",
         "started",
         "state",
-        "waiters",
     )
 
     def __init__(self, sandbox_id: Hash256, request: CreateSandbox, program: Hash256) -> None:
         self.id = sandbox_id
-        self.owner: AgentId = request.owner
         self.request = request
         self.program = program
         self.machine: Machine | None = None
@@ -97,11 +91,10 @@ class Sandbox:
         self.final: FinalMachine | None = None
         #: The service this sandbox runs, if it was made one.
         self.service: ServiceRecord | None = None
-        # The live engine's alone: not recorded, not rebuilt.
-        self.queued = False
-        self.deadline_at: float | None = None
-        self.waiters: list[asyncio.Future[ExecResult]] | None = None
-        self.notify: list[tuple[AgentId, Hash256]] | None = None
+
+    @property
+    def owner(self) -> AgentId:
+        return self.request.owner
 
     def allows(self, agent: AgentId, operation: Operation) -> bool:
         """Whether ``agent`` may do ``operation``: the owner always, others by grant."""

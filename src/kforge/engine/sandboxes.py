@@ -79,6 +79,10 @@ class Sandboxes:
         self.ctx = ctx
         self.trust = trust
         self.on_service_stopped: ServiceStopped | None = None
+        # The live engine's alone (not state): who waits for a sandbox's result, and
+        # the EXEC_START messages to answer with it; kept only while someone waits.
+        self._waiters: dict[Hash256, list[asyncio.Future[ExecResult]]] = {}
+        self._notify: dict[Hash256, list[tuple[AgentId, Hash256]]] = {}
 
     # ------------------------------------------------------------------ access
 
@@ -137,7 +141,8 @@ class Sandboxes:
             raise InvalidRequest(
                 "request", f"expected a CreateSandbox, got {type(request).__name__}"
             )
-        request = resolve_request(request.validate())
+        request.validate()  # the checked copy is dropped: the request itself is kept (small)
+        request = resolve_request(request)
         quota = request.memory_quota or 0
         budget = request.tick_budget or 0
         self._check_limits(request.owner, quota, budget)
@@ -153,7 +158,7 @@ class Sandboxes:
             raise InvalidProgram(
                 f"unresolved imports ({names}): name their programs in the request's imports"
             )
-        plan_memory(program, quota, request.environment)
+        plan_memory(program, quota, request.environment or {})
         link_ticks = link_cost(request.imports)
         charge = ctx.ledger.charge_creation(request.owner, quota) if ctx.accounting else None
         try:
@@ -254,9 +259,7 @@ class Sandboxes:
         if sandbox.result is not None:
             return sandbox.result
         future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
-        if sandbox.waiters is None:
-            sandbox.waiters = []
-        sandbox.waiters.append(future)
+        self._waiters.setdefault(sandbox.id, []).append(future)
         return await asyncio.wait_for(future, timeout)
 
     # ------------------------------------------------------------------ executing
@@ -283,18 +286,20 @@ class Sandboxes:
             raise InvalidState(sandbox.state, operation)
         self.begin(sandbox)
         if notify is not None:
-            if sandbox.notify is None:
-                sandbox.notify = []
-            sandbox.notify.append(notify)
+            self._notify.setdefault(sandbox.id, []).append(notify)
         ctx.transitions.record(ExecutionScheduled(sandbox.id, True))
-        deadline = sandbox.request.deadline
-        sandbox.deadline_at = ctx.clock.monotonic() + (
-            deadline if deadline is not None else ctx.limits.deadline
-        )
-        ctx.scheduler.watch_deadline(sandbox)
+        self.watch_deadline(sandbox)
         if sandbox.state is SandboxState.RUNNING:
             ctx.scheduler.enqueue(sandbox)
         ctx.commit()
+
+    def watch_deadline(self, sandbox: Sandbox) -> None:
+        """Start the wall-clock deadline of the sandbox's execution (its request's, or the
+        engine's default)."""
+        ctx = self.ctx
+        limit = sandbox.request.deadline
+        deadline = ctx.clock.monotonic() + (limit if limit is not None else ctx.limits.deadline)
+        ctx.scheduler.watch_deadline(sandbox, deadline)
 
     def begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
         """The first start of execution: reserve the tick budget, announce the start."""
@@ -413,13 +418,18 @@ class Sandboxes:
         assert result is not None
         if service is not None and self.on_service_stopped is not None:
             self.on_service_stopped(service, result, ticks, current, queued)
-        for waiter in sandbox.waiters or ():
+        for waiter in self._waiters.pop(sandbox.id, ()):
             if not waiter.done():
                 waiter.set_result(result)
-        sandbox.waiters = None
-        for recipient, reply_to in sandbox.notify or ():
+        for recipient, reply_to in self._notify.pop(sandbox.id, ()):
             ctx.mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
-        sandbox.notify = None
+
+    def cancel_waiting(self) -> None:
+        """Cancel every wait for a result (the engine stops, its sandboxes are left running)."""
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.cancel()
+        self._waiters.clear()
 
     def kill_all(self, killed_by: AgentId) -> None:
         """Kill every live sandbox (closing an engine that is not durable)."""

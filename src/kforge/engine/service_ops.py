@@ -175,7 +175,7 @@ class Services:
         record = ctx.state.service(service_id)
         self._grant_allocation(record, cycle, reserved)
         self.sandboxes.begin(sandbox, reserve=False)
-        sandbox.deadline_at = None
+        ctx.scheduler.forget_deadline(sandbox)
         ctx.transitions.record(ExecutionScheduled(sandbox.id, False))
         if sandbox.state is SandboxState.RUNNING:
             ctx.scheduler.enqueue(sandbox)

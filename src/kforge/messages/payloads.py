@@ -112,7 +112,8 @@ class ServiceState(Enum):
 class CreateSandbox(Schema, frozen=True):
     """A request for a new sandbox (seed §3.10, plus engine options; ``SANDBOX_CREATE``).
 
-    ``grants`` are the extra channels (3..7) the sandbox may use; ``accept_from``
+    ``environment`` (``None``: empty) is what the program finds in its
+    environment block; ``grants`` are the extra channels (3..7) the sandbox may use; ``accept_from``
     the owners whose sandboxes may send to it on channel 7 (its own owner's
     always may); ``deadline_ms`` the wall-clock milliseconds one execution may
     take (``None``: the preset's or the engine's default).  ``imports`` name the
@@ -127,7 +128,8 @@ class CreateSandbox(Schema, frozen=True):
     memory_quota: U64 | None = None
     tick_budget: U64 | None = None
     input: bytes = b""
-    environment: dict[bytes, bytes] = msgspec.field(default_factory=dict)
+    # Performance note: None, not an empty map: an idle sandbox keeps its request.
+    environment: dict[bytes, bytes] | None = None
     persistent: bool = False
     grants: frozenset[ChannelNumber] = frozenset()
     accept_from: frozenset[AgentId] = frozenset()
