@@ -163,3 +163,10 @@ def test_errors_are_one_line_and_exit_2(sandbox: Any, args: tuple[str, ...], mes
     status, out, err = sandbox(*args)
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_create_takes_a_preset(sandbox: Any, tmp_path: Path) -> None:
+    status, out, _ = sandbox("create", _source(tmp_path), "--preset", "minimal")
+    assert status == 0
+    status, out, _ = sandbox("status", out.strip(), "--json")
+    assert json.loads(out)["memory_quota"] == 16 * 1024 * 1024

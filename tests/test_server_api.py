@@ -550,3 +550,15 @@ def test_event_subscriptions_per_agent_are_limited() -> None:
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
             first.ping()
         agent.close()
+
+
+def test_a_creation_may_name_a_preset_and_the_server_has_a_default_one(agent: Agent) -> None:
+    code = agent.put_program(COUNT_DOWN)
+    named = agent.ok("POST", "/v1/sandboxes", {"code": code, "preset": "minimal"}, 201)
+    info = agent.ok("GET", f"/v1/sandboxes/{named['sandbox_id']}")
+    assert (info["memory_quota"], info["tick_budget"]) == (16 * 1024 * 1024, 10**9)
+    default = agent.ok("POST", "/v1/sandboxes", {"code": code}, 201)  # the server's: standard
+    info = agent.ok("GET", f"/v1/sandboxes/{default['sandbox_id']}")
+    assert (info["memory_quota"], info["tick_budget"]) == (64 * 1024 * 1024, 10**10)
+    error = refused(agent.request("POST", "/v1/sandboxes", {"code": code, "preset": "huge"}), 400)
+    assert error["context"]["field"] == "preset"

@@ -88,6 +88,8 @@ def advance(state: EngineState, sandbox: Sandbox, target: int) -> Machine:
     deliveries of their own.
     """
     machine = machine_of(sandbox)
+    if machine.ticks_used == target:  # live: the machine is there already
+        return machine
     while machine.ticks_used < target and machine.state in _RUNNABLE:
         state.runner.run(machine, target - machine.ticks_used, yield_on_tick=True)
         machine.take_outbound()

@@ -88,6 +88,8 @@ async def create_sandbox(ctx: Context) -> tuple[int, Any]:
         )
     fields = msgspec.structs.asdict(body)
     fields["owner"] = owner
+    if body.preset is None and (body.memory_quota is None or body.tick_budget is None):
+        fields["preset"] = ctx.state.config.default_preset
     sandbox_id = await engine.create_sandbox(CreateSandbox(**fields))
     return 201, SandboxCreated(sandbox_id)
 
