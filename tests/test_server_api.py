@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -562,3 +563,21 @@ def test_a_creation_may_name_a_preset_and_the_server_has_a_default_one(agent: Ag
     assert (info["memory_quota"], info["tick_budget"]) == (64 * 1024 * 1024, 10**10)
     error = refused(agent.request("POST", "/v1/sandboxes", {"code": code, "preset": "huge"}), 400)
     assert error["context"]["field"] == "preset"
+
+
+def test_the_root_leads_to_the_dashboard_and_docs_lists_every_operation_from_here(
+    live: LiveServer, agent: Agent
+) -> None:
+    from kforge.server.app import ALL_OPERATIONS
+
+    root = httpx.get(live.base_url + "/", follow_redirects=False)
+    assert root.status_code == 307 and root.headers["location"] == "/dashboard/"
+    page = httpx.get(live.base_url + "/docs")
+    assert page.status_code == 200 and "SwaggerUIBundle" in page.text
+    loaded = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert loaded and all(url.startswith("/docs/static/") for url in loaded)  # no CDN
+    for url in loaded:
+        assert httpx.get(live.base_url + url).status_code == 200
+    document = httpx.get(live.base_url + "/openapi.json").json()
+    listed = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    assert listed == {(op.method, op.path) for op in ALL_OPERATIONS}
