@@ -10,6 +10,11 @@ behind, because every check comes before the first write.
 The machine knows nothing of engines, buses or storage: the host creates it,
 delivers inbound messages between slices, takes outbound messages, and reads
 its state.
+
+Why one module of this length: it is the specification in code, read top to
+bottom like ``docs/spec.md``: the state, the one execution loop and one short
+handler per instruction, whose shared checks (``_memory_range``, ``_channel``,
+the flag rules) would only be harder to follow if split across files.
 """
 
 from __future__ import annotations

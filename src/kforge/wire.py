@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Final, TypeVar
@@ -588,14 +588,3 @@ def schema_ref(kind: type, *, request: bool = False) -> dict[str, str]:
     """A ``$ref`` to ``kind``'s component (its request form with ``request``)."""
     return {"$ref": _REF + kind.__name__ + (_INPUT if request else "")}
 
-
-def field_names(kind: type) -> tuple[str, ...]:
-    """The names of ``kind``'s fields, in order."""
-    return tuple(field.name for field in _fields(kind))
-
-
-def as_mapping(value: Mapping[str, Any] | Schema) -> Mapping[str, Any]:
-    """A schema value's fields as a mapping (a mapping is returned as it is)."""
-    if isinstance(value, msgspec.Struct):
-        return {name: getattr(value, name) for name in value.__struct_fields__}
-    return value

@@ -15,9 +15,9 @@ from typing import Any, TextIO
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from swagger_ui_bundle import swagger_ui_path
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from kforge.core import AgentId
 from kforge.engine import Engine, EngineStatus
