@@ -587,4 +587,3 @@ def _reachable(kinds: Iterable[type]) -> list[type]:
 def schema_ref(kind: type, *, request: bool = False) -> dict[str, str]:
     """A ``$ref`` to ``kind``'s component (its request form with ``request``)."""
     return {"$ref": _REF + kind.__name__ + (_INPUT if request else "")}
-

@@ -49,7 +49,7 @@ from kforge.engine.records import (
     Stepped,
 )
 from kforge.engine.sandbox import Sandbox
-from kforge.engine.services import ServiceCall, ServiceRecord
+from kforge.engine.services import ServiceRecord, recorded_call
 from kforge.engine.state import EngineState, load_accounts, machine_of
 from kforge.isa import DEFAULT_GRANTS, FaultCode
 from kforge.machine import Machine, MachineState
@@ -298,25 +298,16 @@ def _settled(state: EngineState, record: ServiceSettled) -> None:
 
 def _queued(state: EngineState, record: CallQueued) -> None:
     service = _service(state, record)
-    endpoint = service.endpoint(record.endpoint)
-    if endpoint is None:
-        raise StateCorrupted(
-            "engine journal", f"service {service.id} has no endpoint {record.endpoint!r}"
-        )
-    notify = (
-        (record.notify_agent, record.notify_request)
-        if record.notify_agent is not None and record.notify_request is not None
-        else None
-    )
     service.queue.append(
-        ServiceCall(
+        recorded_call(
+            service,
             record.number,
-            service.id,
-            endpoint,
+            record.endpoint,
             record.data,
             record.caller,
             record.caller_sandbox,
-            notify,
+            record.notify_agent,
+            record.notify_request,
         )
     )
     state.call_counter = max(state.call_counter, record.number)

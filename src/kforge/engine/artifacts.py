@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kforge.accounting import PROOF_TICKS_PER_TICK
@@ -85,8 +86,9 @@ async def run_proof_job(job: ProofJob, signer: Signer, tier: TierRunner) -> Exec
     return await asyncio.to_thread(generate_proof, job.program, job.record, signer, tier=tier)
 
 
-def proof_result(proof: ExecutionProof) -> ProofResult:
-    """The PROOF_RESULT payload: the seed's fields plus the whole proof for verifiers."""
+def proof_result(proof: ExecutionProof, *, whole: bool = True) -> ProofResult:
+    """The PROOF_RESULT payload: the seed's fields, and (``whole``) the whole proof for
+    verifiers."""
     return ProofResult(
         proof.program,
         proof.input,
@@ -94,7 +96,7 @@ def proof_result(proof: ExecutionProof) -> ProofResult:
         proof.ticks_used,
         proof.trace_hash,
         proof.forge_sig,
-        proof.to_bytes(),
+        proof.to_bytes() if whole else msgspec.UNSET,
     )
 
 
@@ -160,16 +162,7 @@ class Artifacts:
                 self.ctx.ledger.refund_ticks(job.requester, job.cost)
             raise
         self.ctx.transitions.record(
-            ProofGenerated(
-                job.sandbox.id,
-                job.sandbox.owner,
-                proof.program,
-                proof.input,
-                proof.output,
-                proof.ticks_used,
-                proof.trace_hash,
-                proof.forge_sig,
-            )
+            ProofGenerated(job.sandbox.id, job.sandbox.owner, proof_result(proof, whole=False))
         )
         self.ctx.commit()
         return proof

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from kforge.core import ErrorCategory, ForgeError, Hash256, KingdomError
+from kforge.core import ErrorCategory, ForgeError, Hash256, InvalidRequest, KingdomError
 from kforge.machine import DEFAULT_MESSAGE_LIMIT
 from kforge.messages.payloads import (
     CreateSandbox,
@@ -84,6 +84,17 @@ class EngineLimits:
     message_limit: int = DEFAULT_MESSAGE_LIMIT
     slice_ticks: int = DEFAULT_SLICE_TICKS
     deadline: float = 30.0
+
+    def check_message(self, data: object, field: str = "data") -> bytes:
+        """``data`` as bytes, when it is bytes within the message limit (``InvalidRequest``
+        naming ``field`` otherwise)."""
+        if not isinstance(data, bytes | bytearray):
+            raise InvalidRequest(field, f"expected bytes, got {type(data).__name__}")
+        if len(data) > self.message_limit:
+            raise InvalidRequest(
+                field, f"{len(data)} bytes is over the message limit of {self.message_limit}"
+            )
+        return bytes(data)
 
     def __post_init__(self) -> None:
         for name in ("max_sandboxes", "max_sandboxes_per_owner", "slice_ticks", "message_limit"):

@@ -30,7 +30,7 @@ from kforge.engine.records import (
     ServiceResumed,
     ServiceSuspended,
 )
-from kforge.events import AnyEventKind, ExtensionEventKind
+from kforge.events import EVENT_FIELDS, AnyEventKind, ExtensionEventKind
 from kforge.isa import FaultCode
 
 __all__ = ["EventSpec", "events_of"]
@@ -153,14 +153,8 @@ def _linked(record: ProgramLinked) -> tuple[EventSpec, ...]:
 
 
 def _proved(record: ProofGenerated) -> tuple[EventSpec, ...]:
-    payload = {
-        "program": record.program,
-        "input": record.input,
-        "output": record.output,
-        "ticks_used": record.ticks_used,
-        "trace_hash": record.trace_hash,
-        "forge_sig": record.forge_sig,
-    }
+    proof = record.proof
+    payload = {name: getattr(proof, name) for name in EVENT_FIELDS[EventKind.PROOF_GENERATED]}
     return (EventSpec(EventKind.PROOF_GENERATED, payload, record.sandbox, record.owner),)
 
 

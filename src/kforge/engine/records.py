@@ -19,6 +19,7 @@ from typing import Final
 
 from kforge.core import AgentId, Hash256
 from kforge.engine.models import CreateSandbox, Endpoint, Operation, SandboxState
+from kforge.messages.payloads import ProofResult
 from kforge.wire import U8, U64, Schema
 
 __all__ = [
@@ -295,16 +296,11 @@ class ProgramLinked(Record, frozen=True):
 
 
 class ProofGenerated(Record, frozen=True):
-    """An execution proof of the sandbox was made and signed."""
+    """An execution proof of the sandbox was made and signed (its seed fields)."""
 
     sandbox: Hash256
     owner: AgentId
-    program: Hash256
-    input: Hash256
-    output: Hash256
-    ticks_used: U64
-    trace_hash: Hash256
-    forge_sig: bytes
+    proof: ProofResult
 
 
 #: Every record type (the journal decodes any of them).

@@ -332,16 +332,10 @@ class Sandboxes:
             raise PermissionDenied(
                 f"channel {channel} is not open to agents: input goes on stdin (channel 2)"
             )
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
-        if len(data) > ctx.limits.message_limit:
-            raise InvalidRequest(
-                "data",
-                f"{len(data)} bytes is over the message limit of {ctx.limits.message_limit}",
-            )
+        data = ctx.limits.check_message(data)
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "deliver")
-        self.deliver_machine(sandbox, channel, bytes(data))
+        self.deliver_machine(sandbox, channel, data)
         ctx.commit()
 
     def deliver_machine(

@@ -236,20 +236,14 @@ class Services:
                 "endpoint",
                 f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})",
             )
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
-        if len(data) > ctx.limits.message_limit:
-            raise InvalidRequest(
-                "data",
-                f"{len(data)} bytes is over the message limit of {ctx.limits.message_limit}",
-            )
+        data = ctx.limits.check_message(data)
         number = ctx.state.call_counter + 1
         ctx.transitions.record(
             CallQueued(
                 service.id,
                 number,
                 found.name,
-                bytes(data),
+                data,
                 caller,
                 caller_sandbox,
                 notify[0] if notify is not None else None,

@@ -18,11 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
-from kforge.core import AgentId, Hash256
+from kforge.core import AgentId, Hash256, StateCorrupted
 from kforge.engine.models import Endpoint, ServiceInfo, ServiceResult, ServiceState
 from kforge.engine.sandbox import Sandbox
 
-__all__ = ["MAX_SERVICE_NAME", "ServiceCall", "ServiceRecord"]
+__all__ = ["MAX_SERVICE_NAME", "ServiceCall", "ServiceRecord", "recorded_call"]
 
 MAX_SERVICE_NAME: Final = 255
 
@@ -45,6 +45,34 @@ class ServiceCall:
     notify: tuple[AgentId, Hash256] | None = None
     future: asyncio.Future[ServiceResult] | None = None
     ticks_at_delivery: int = 0
+
+
+def recorded_call(
+    service: ServiceRecord,
+    number: int,
+    endpoint: bytes,
+    data: bytes,
+    caller: AgentId,
+    caller_sandbox: Hash256 | None,
+    notify_agent: AgentId | None,
+    notify_request: Hash256 | None,
+    ticks_at_delivery: int = 0,
+) -> ServiceCall:
+    """A queued call of ``service`` from the values a record or a snapshot keeps of it.
+
+    Raises ``StateCorrupted`` when the service has no such endpoint.
+    """
+    found = service.endpoint(endpoint)
+    if found is None:
+        raise StateCorrupted("engine journal", f"service {service.id} has no endpoint {endpoint!r}")
+    notify = (
+        (notify_agent, notify_request)
+        if notify_agent is not None and notify_request is not None
+        else None
+    )
+    return ServiceCall(
+        number, service.id, found, data, caller, caller_sandbox, notify, None, ticks_at_delivery
+    )
 
 
 @dataclass(eq=False, slots=True)

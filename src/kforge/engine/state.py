@@ -28,7 +28,7 @@ from kforge.engine.models import (
     ServiceState,
 )
 from kforge.engine.sandbox import FinalMachine, Sandbox
-from kforge.engine.services import ServiceCall, ServiceRecord
+from kforge.engine.services import ServiceCall, ServiceRecord, recorded_call
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.snapshot import checkpoint, restore
@@ -297,28 +297,16 @@ def _call_snapshot(call: ServiceCall) -> CallSnapshot:
 
 
 def service_call(service: ServiceRecord, values: CallSnapshot) -> ServiceCall:
-    """A queued call of ``service`` from its recorded values."""
-    endpoint = service.endpoint(values.endpoint)
-    if endpoint is None:
-        from kforge.core import StateCorrupted
-
-        raise StateCorrupted(
-            "engine journal", f"service {service.id} has no endpoint {values.endpoint!r}"
-        )
-    notify = (
-        (values.notify_agent, values.notify_request)
-        if values.notify_agent is not None and values.notify_request is not None
-        else None
-    )
-    return ServiceCall(
+    """A queued call of ``service`` from its snapshot."""
+    return recorded_call(
+        service,
         values.number,
-        service.id,
-        endpoint,
+        values.endpoint,
         values.data,
         values.caller,
         values.caller_sandbox,
-        notify,
-        None,
+        values.notify_agent,
+        values.notify_request,
         values.ticks,
     )
 
