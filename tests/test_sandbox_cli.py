@@ -48,7 +48,7 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
 
     status, out, _ = sandbox("status", short, "--json")
     assert json.loads(out)["state"] == "READY"
-    sandbox_id = json.loads(out)["sandbox"]
+    sandbox_id = json.loads(out)["id"]  # the API's form of SANDBOX_INFO
     assert len(sandbox_id) == 64 and sandbox_id.startswith(short)
 
     status, out, _ = sandbox("start", short[:4], "--json")
@@ -103,7 +103,7 @@ def test_an_id_prefix_must_name_exactly_one_sandbox(sandbox: Any, tmp_path: Path
     ids = []
     for _ in range(17):  # 16 hex digits: some two ids share their first
         _, out, _ = sandbox("create", _source(tmp_path, "HALT\n"), "--json")
-        ids.append(json.loads(out)["sandbox"])
+        ids.append(json.loads(out)["sandbox_id"])
     shared = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
     status, out, err = sandbox("status", shared)
     assert (status, out) == (2, "")

@@ -209,26 +209,38 @@ def checked_value(value: T, what: str, prefix: str = "") -> T:
     return convert(plain, type(value), what, prefix)
 
 
+@cache
+def _id_fields(kind: type) -> tuple[tuple[str, str, type, bool], ...]:
+    """``(attribute, wire name, id class, holds many)`` of each id field of ``kind``."""
+    info = mi.type_info(kind)
+    if not isinstance(info, mi.StructType):
+        return ()
+    found = []
+    for field in info.fields:
+        inner = _unwrap(field.type)
+        many = isinstance(inner, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType)
+        if many:
+            inner = _unwrap(inner.item_type)
+        if isinstance(inner, mi.CustomType) and issubclass(inner.cls, Hash256):
+            found.append((field.name, field.encode_name, inner.cls, many))
+    return tuple(found)
+
+
 def _check_id_kinds(value: Any, prefix: str) -> None:
     """An id field must hold an id of its kind: 32 bytes, or a plain ``Hash256`` where an
     ``AgentId`` is due, are refused (their plain forms would not tell them apart)."""
-    info = mi.type_info(type(value))
-    if not isinstance(info, mi.StructType):
-        return
-    for field in info.fields:
-        kind = _unwrap(field.type)
-        given = getattr(value, field.name, None)
-        items = [given]
-        if isinstance(kind, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
-            kind = _unwrap(kind.item_type)
+    kind: type = type(value)
+    for attribute, name, id_class, many in _id_fields(kind):
+        given = getattr(value, attribute, None)
+        if many:
             items = list(given) if isinstance(given, list | tuple | set | frozenset) else []
-        if not isinstance(kind, mi.CustomType) or not issubclass(kind.cls, Hash256):
-            continue
+        else:
+            items = [given]
         for item in items:
-            if item is not None and not isinstance(item, kind.cls):
-                name = f"{prefix}.{field.encode_name}" if prefix else field.encode_name
+            if item is not None and not isinstance(item, id_class):
+                path = f"{prefix}.{name}" if prefix else name
                 raise InvalidRequest(
-                    name, f"expected an {kind.cls.__name__}, got a {type(item).__name__}"
+                    path, f"expected an {id_class.__name__}, got a {type(item).__name__}"
                 )
 
 

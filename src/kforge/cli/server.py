@@ -22,7 +22,6 @@ __all__ = ["add_commands", "command_serve", "port_number"]
 def command_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0."""
     from kforge.server.app import CannotListen, serve  # the server's dependencies load only here
-
     from kforge.server.state import ServerConfig
 
     config = ServerConfig(default_preset=args.preset)
