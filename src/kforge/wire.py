@@ -181,7 +181,7 @@ def decode_msgpack(
         decoded: T = _msgpack_decoder(kind).decode(raw)  # type: ignore[arg-type]
     except msgspec.ValidationError as error:
         raise _refusal(error, what, prefix) from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, ValueError):  # UnicodeDecodeError: a str that is not UTF-8
         raise InvalidRequest(what, "not valid msgpack") from None
     return decoded
 

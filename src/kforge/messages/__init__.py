@@ -97,5 +97,5 @@ def unpack(raw: bytes, what: str = "payload") -> Any:
         raise InvalidRequest(what, f"{len(raw)} bytes is over the {MAX_MESSAGE_BYTES} limit")
     try:
         return msgspec.msgpack.decode(raw)
-    except msgspec.DecodeError as error:
-        raise InvalidRequest(what, f"not valid msgpack ({error})") from None
+    except (msgspec.DecodeError, ValueError) as error:  # UnicodeDecodeError: a bad str
+        raise InvalidRequest(what, f"not valid msgpack ({type(error).__name__})") from None
