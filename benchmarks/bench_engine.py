@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import platform
 import statistics
 import struct
@@ -366,6 +367,8 @@ async def main() -> None:
             {
                 "machine": platform.machine(),
                 "python": platform.python_version(),
+                # the 1-minute load average when done: times on a busy machine run long
+                "load_average": os.getloadavg()[0],
                 "measures": [
                     {"name": name, "value": value, "target": target, "unit": unit, "kind": kind}
                     for name, value, target, unit, kind in rows
