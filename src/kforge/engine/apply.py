@@ -48,8 +48,7 @@ from kforge.engine.records import (
     SliceRan,
     Stepped,
 )
-from kforge.engine.sandbox import Sandbox
-from kforge.engine.services import ServiceRecord, recorded_call
+from kforge.engine.sandbox import Sandbox, ServiceRecord, recorded_call
 from kforge.engine.state import EngineState, load_accounts, machine_of
 from kforge.isa import DEFAULT_GRANTS, FaultCode
 from kforge.machine import Machine, MachineState

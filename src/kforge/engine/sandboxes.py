@@ -46,8 +46,7 @@ from kforge.engine.records import (
     SandboxForgotten,
     SandboxStopped,
 )
-from kforge.engine.sandbox import Sandbox
-from kforge.engine.services import ServiceCall, ServiceRecord
+from kforge.engine.sandbox import Sandbox, ServiceCall, ServiceRecord
 from kforge.isa import DEFAULT_GRANTS, Channel
 from kforge.link import link, link_cost
 from kforge.machine import MachineState, granted_channels, plan_memory

@@ -44,8 +44,8 @@ from kforge.engine.records import (
     ServiceSettled,
     ServiceSuspended,
 )
+from kforge.engine.sandbox import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
 from kforge.engine.sandboxes import Sandboxes
-from kforge.engine.services import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
 from kforge.host import HostError, Status, service_answer_frame
 from kforge.isa import GRANTABLE_CHANNELS, Channel
 from kforge.machine import Machine, MachineState

@@ -27,8 +27,7 @@ from kforge.engine.models import (
     SandboxState,
     ServiceState,
 )
-from kforge.engine.sandbox import FinalMachine, Sandbox
-from kforge.engine.services import ServiceCall, ServiceRecord, recorded_call
+from kforge.engine.sandbox import FinalMachine, Sandbox, ServiceCall, ServiceRecord, recorded_call
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.snapshot import checkpoint, restore
