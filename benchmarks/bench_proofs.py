@@ -23,6 +23,7 @@ from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, generate_proof, verify_proof
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
 from kforge.proofs.snapshot import checkpoint, restore
+from kforge.tiers import TierRunner
 
 COUNT = """
     LI r1, 0
@@ -87,11 +88,12 @@ def bench_workload(name: str, source: str, n: int, tier: FastTier, repeat: int) 
     probe = record.load(program)
     tier.run(probe, tier="fast")
     run_time = _best(lambda: tier.run(record.load(program), tier="fast"), repeat)
-    prove = lambda: generate_proof(program, record, key, tier="fast", fast_tier=tier)  # noqa: E731
+    runner = TierRunner("fast", fast_tier=tier)
+    prove = lambda: generate_proof(program, record, key, tier=runner)  # noqa: E731
     proof_time = _best(prove, repeat)
     proof = prove()
     verify_time = _best(
-        lambda: verify_proof(proof, program, record, key.public_raw, tier="fast", fast_tier=tier),
+        lambda: verify_proof(proof, program, record, key.public_raw, tier=runner),
         repeat,
     )
     return {

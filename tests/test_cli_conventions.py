@@ -230,11 +230,14 @@ def test_no_command_line_of_any_command_prints_a_traceback(words: list[str]) -> 
     with tempfile.TemporaryDirectory() as data_dir:
         previous = os.environ.get("KFORGE_DATA_DIR")
         os.environ["KFORGE_DATA_DIR"] = data_dir
+        here = os.getcwd()
+        os.chdir(data_dir)  # a path a command writes (say, a key) stays in the temporary dir
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 status = main(argv)
         finally:
+            os.chdir(here)
             if previous is None:
                 del os.environ["KFORGE_DATA_DIR"]
             else:

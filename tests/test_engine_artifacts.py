@@ -127,7 +127,7 @@ def test_link_resolve_by_message() -> None:
                 envelope(MessageCode.LINK_RESOLVE, {"program": main, "imports": imports})
             )
             assert reply.code == ReplyCode.LINK_RESULT
-            resolved = decode_payload(ReplyCode.LINK_RESULT, reply.payload)["resolved"]
+            resolved = decode_payload(ReplyCode.LINK_RESULT, reply.payload).resolved
             assert resolved == await engine.link_resolve(
                 main, [Import(library, (b"double",))], OWNER
             )
@@ -239,10 +239,8 @@ def test_proof_request_by_message_acks_then_posts_the_proof() -> None:
             posted = await asyncio.wait_for(engine.mailbox.get(OWNER), 30)
             assert (posted.code, posted.reply_to) == (MessageCode.PROOF_RESULT, request.id)
             values = decode_payload(MessageCode.PROOF_RESULT, posted.payload)
-            proof = ExecutionProof.from_bytes(values["proof"])
-            assert (
-                values["trace_hash"] == proof.trace_hash and values["forge_sig"] == proof.forge_sig
-            )
+            proof = ExecutionProof.from_bytes(values.proof)
+            assert values.trace_hash == proof.trace_hash and values.forge_sig == proof.forge_sig
             refused = await engine.dispatch(
                 envelope(MessageCode.PROOF_REQUEST, {"sandbox_id": Hash256.of(b"x")}, n=2)
             )

@@ -9,12 +9,7 @@ from typing import Any
 import pytest
 
 from kforge.core import AgentId, ErrorCategory, Hash256, KingdomError, MessageCode
-from kforge.engine import (
-    Engine,
-    EngineLimits,
-    SandboxState,
-    exec_result_from_values,
-)
+from kforge.engine import Engine, EngineLimits, ExecResult, SandboxState
 from kforge.isa import FaultCode
 from kforge.messages import (
     Envelope,
@@ -24,6 +19,7 @@ from kforge.messages import (
     kingdom_error_from_payload,
     pack,
 )
+from kforge.messages.payloads import Ack
 from test_engine_support import ECHO, ECHO_TWICE, OTHER, OWNER, SHORT, open_engine, put, run
 
 _ids = itertools.count(1)
@@ -48,7 +44,8 @@ async def create_by_message(engine: Engine, text: str, **values: Any) -> Hash256
     payload = {"owner": OWNER, "code": code, "memory_quota": 65536, "tick_budget": 10_000, **values}
     reply = await engine.dispatch(request(MessageCode.SANDBOX_CREATE, payload))
     assert reply.code == ReplyCode.ACK, error_of(reply)
-    sandbox_id: Hash256 = decode_payload(ReplyCode.ACK, reply.payload)["sandbox_id"]
+    sandbox_id = decode_payload(ReplyCode.ACK, reply.payload).sandbox_id
+    assert isinstance(sandbox_id, Hash256)
     return sandbox_id
 
 
@@ -61,17 +58,18 @@ def test_create_status_exec_and_the_later_exec_result() -> None:
             )
             assert status.code == ReplyCode.SANDBOX_INFO and status.sender == engine.agent_id
             info = decode_payload(ReplyCode.SANDBOX_INFO, status.payload)
-            assert info["id"] == sandbox_id and info["state"] == "READY" and info["owner"] == OWNER
+            assert (
+                info.id == sandbox_id and info.state is SandboxState.READY and info.owner == OWNER
+            )
             start = request(MessageCode.EXEC_START, {"sandbox_id": sandbox_id})
             ack = await engine.dispatch(start)
             assert (ack.code, ack.reply_to) == (ReplyCode.ACK, start.id)
-            assert decode_payload(ReplyCode.ACK, ack.payload) == {}
+            assert decode_payload(ReplyCode.ACK, ack.payload) == Ack()
             result_envelope = await asyncio.wait_for(engine.mailbox.get(OWNER), 10)
             assert result_envelope.code == MessageCode.EXEC_RESULT
             assert result_envelope.reply_to == start.id
-            result = exec_result_from_values(
-                decode_payload(MessageCode.EXEC_RESULT, result_envelope.payload)
-            )
+            result = decode_payload(MessageCode.EXEC_RESULT, result_envelope.payload)
+            assert isinstance(result, ExecResult)
             assert result == await engine.wait(sandbox_id)
             assert result.output == b"wire" and result.state is SandboxState.HALTED
 
@@ -84,13 +82,13 @@ def test_a_faulted_exec_result_carries_the_fault() -> None:
             sandbox_id = await create_by_message(engine, "FAULT 77\n")
             await engine.dispatch(request(MessageCode.EXEC_START, {"sandbox_id": sandbox_id}))
             envelope = await asyncio.wait_for(engine.mailbox.get(OWNER), 10)
-            values = decode_payload(MessageCode.EXEC_RESULT, envelope.payload)
-            assert (values["state"], values["fault"], values["fault_detail"]) == (
-                "FAULTED",
+            result = decode_payload(MessageCode.EXEC_RESULT, envelope.payload)
+            assert (result.state, result.fault, result.fault_detail) == (
+                SandboxState.FAULTED,
                 0xFF,
                 77,
             )
-            assert exec_result_from_values(values).fault is FaultCode.USER_FAULT
+            assert result.fault is FaultCode.USER_FAULT
 
     run(body)
 
@@ -108,7 +106,9 @@ def test_kill_and_deliver_are_acknowledged() -> None:
             assert (await engine.wait(sandbox_id, timeout=10)).output == b"12"
             other = await create_by_message(engine, SHORT)
             kill = await engine.dispatch(request(MessageCode.SANDBOX_KILL, {"sandbox_id": other}))
-            assert kill.code == ReplyCode.ACK and decode_payload(ReplyCode.ACK, kill.payload) == {}
+            assert (
+                kill.code == ReplyCode.ACK and decode_payload(ReplyCode.ACK, kill.payload) == Ack()
+            )
             assert (await engine.wait(other)).state is SandboxState.KILLED
 
     run(body)
@@ -286,7 +286,7 @@ def test_an_unexpected_exception_becomes_an_internal_error_reply(
 
     async def body() -> None:
         async with open_engine() as engine:
-            monkeypatch.setattr(engine, "sandbox_status", broken)
+            monkeypatch.setattr(engine.sandboxes, "status", broken)
             reply = await engine.dispatch(
                 request(MessageCode.SANDBOX_STATUS, {"sandbox_id": UNKNOWN})
             )

@@ -18,7 +18,7 @@ import durable_worker
 from kforge.accounting import Ledger
 from kforge.core import EventKind, Internal
 from kforge.engine import CreateSandbox, Endpoint, Engine, SandboxState, Service, ServiceState
-from kforge.engine.durable import ENGINE_DB, Journal
+from kforge.engine.journal import ENGINE_DB, SqliteJournalStore
 from kforge.storage import Vault
 from test_engine_services import COUNTER, counted
 from test_engine_support import ECHO_TWICE, OWNER, put, run
@@ -107,9 +107,9 @@ def test_the_log_alone_rebuilds_a_crashed_engine(tmp_path: Path) -> None:
         return sandbox.raw
 
     raw = run(first)
-    journal = Journal(tmp_path)
-    assert journal.latest_snapshot() is None
-    journal.close()
+    store = SqliteJournalStore(tmp_path)
+    assert store.latest_snapshot() is None
+    store.close()
 
     async def second() -> None:
         async with durable(tmp_path) as engine:
@@ -165,10 +165,10 @@ def test_snapshot_needs_a_durable_engine() -> None:
 
 
 def test_the_engine_database_uses_wal_and_full_sync(tmp_path: Path) -> None:
-    journal = Journal(tmp_path)
-    assert journal.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert journal.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    journal.close()
+    store = SqliteJournalStore(tmp_path)
+    assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()
     assert (tmp_path / ENGINE_DB).exists()
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 import time
 
+from kforge.asm import assemble
 from kforge.core import AgentId, EventKind, Hash256
 from kforge.engine import CreateSandbox, EngineLimits, ManualClock, SandboxState, seeded_random
 from kforge.host import AgoraOp, MintOp, OracleOp, VaultOp
 from kforge.isa import FaultCode
-from kforge.machine import Machine
+from kforge.machine import Machine, MachineState
+from kforge.tiers import TierRunner
 from test_engine_support import (
     ECHO_TWICE,
     LOOP,
@@ -20,6 +23,7 @@ from test_engine_support import (
     SUM_TO_N,
     TICK_LOOP,
     create,
+    execute,
     host_client,
     open_engine,
     put,
@@ -129,29 +133,57 @@ def test_a_short_sandbox_behind_one_looper_waits_at_most_one_slice() -> None:
     run(body)
 
 
-def test_tick_ends_a_slice() -> None:
+def test_tick_ends_a_slice_when_another_sandbox_waits_and_costs_nothing_more_alone() -> None:
     async def body() -> None:
-        ticks: list[int] = []
-        async with open_engine(on_slice=lambda sid, st, used: ticks.append(used)) as engine:
-            sandbox_id = await create(engine, TICK_LOOP, tick_budget=20)
-            await engine.exec_start(sandbox_id, OWNER)
-            result = await engine.wait(sandbox_id, timeout=10)
-            assert result.fault is FaultCode.OUT_OF_TICKS
+        slices: list[tuple[Hash256, int]] = []
+        async with open_engine(on_slice=lambda sid, st, used: slices.append((sid, used))) as engine:
+            first = await create(engine, TICK_LOOP, tick_budget=20)
+            second = await create(engine, TICK_LOOP, tick_budget=20)
+            await engine.exec_start(first, OWNER)
+            await engine.exec_start(second, OWNER)
+            for sandbox_id in (first, second):
+                result = await engine.wait(sandbox_id, timeout=10)
+                assert result.fault is FaultCode.OUT_OF_TICKS
+            ticks = [used for sid, used in slices if sid == first]
             assert ticks[:4] == [1, 3, 5, 7]  # each slice ends right after its TICK
+            slices.clear()
+            alone = await create(engine, TICK_LOOP, tick_budget=20)
+            await engine.exec_start(alone, OWNER)
+            assert (await engine.wait(alone, timeout=10)).fault is FaultCode.OUT_OF_TICKS
+            assert slices == [(alone, 20)]  # nobody waiting: TICKs do not end the slice
 
     run(body)
 
 
-def test_slices_never_exceed_the_quantum() -> None:
+def test_slices_never_exceed_the_quantum_while_others_wait() -> None:
+    async def body() -> None:
+        slices: list[tuple[Hash256, int]] = []
+        async with open_engine(
+            limits=EngineLimits(slice_ticks=100),
+            on_slice=lambda sid, st, used: slices.append((sid, used)),
+        ) as engine:
+            first = await create(engine, LOOP, tick_budget=1000)
+            second = await create(engine, LOOP, tick_budget=1000)
+            await engine.exec_start(first, OWNER)
+            await engine.exec_start(second, OWNER)
+            await engine.wait(first, timeout=10)
+            await engine.wait(second, timeout=10)
+            ticks = [used for sid, used in slices if sid == first]
+            assert ticks == [*range(100, 1001, 100), 1000]  # the last slice faults OUT_OF_TICKS
+
+    run(body)
+
+
+def test_a_lone_sandbox_gets_longer_slices_with_the_same_result() -> None:
     async def body() -> None:
         ticks: list[int] = []
         async with open_engine(
             limits=EngineLimits(slice_ticks=100), on_slice=lambda sid, st, used: ticks.append(used)
         ) as engine:
-            sandbox_id = await create(engine, LOOP, tick_budget=1000)
-            await engine.exec_start(sandbox_id, OWNER)
-            await engine.wait(sandbox_id, timeout=10)
-            assert ticks == [*range(100, 1001, 100), 1000]  # the last slice faults OUT_OF_TICKS
+            result = await execute(engine, SUM_TO_N, input=sum_input(20_000), tick_budget=10**6)
+            assert result.output == sum_output(20_000)
+            gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
+            assert max(gaps) > 100  # alone, its quantum grew past the fair one
 
     run(body)
 
@@ -266,19 +298,22 @@ def test_a_failing_tier_kills_only_its_sandbox_and_a_failing_observer_is_ignored
     def observer(sandbox_id: Hash256, state: SandboxState, ticks: int) -> None:
         raise RuntimeError("observer bug")
 
+    broken_program = assemble("LI r1, 43\nHALT")
+
+    class BrokenTier(TierRunner):
+        def run(
+            self, machine: Machine, max_ticks: int | None = None, *, yield_on_tick: bool = False
+        ) -> MachineState:
+            if machine.program.program_id == broken_program.program_id:
+                raise RuntimeError("tier bug")
+            return super().run(machine, max_ticks, yield_on_tick=yield_on_tick)
+
     async def body() -> None:
-        async with open_engine(on_slice=observer) as engine:
+        async with open_engine(on_slice=observer, tier=BrokenTier("reference")) as engine:
             healthy = await create(engine, SHORT)
-            broken = await create(engine, SHORT)
-            machine = engine._sandboxes[broken].machine
-            run_slice = engine._run_machine
-
-            def explode(target: Machine, ticks: int) -> object:
-                if target is machine:
-                    raise RuntimeError("tier bug")
-                return run_slice(target, ticks)
-
-            engine._run_machine = explode
+            broken = await engine.create_sandbox(
+                CreateSandbox(OWNER, engine.vault.put_program(broken_program), 4096, 100)
+            )
             await engine.exec_start(broken, OWNER)
             await engine.exec_start(healthy, OWNER)
             failed = await engine.wait(broken, timeout=10)

@@ -26,6 +26,7 @@ from kforge.engine import (
     SandboxState,
     Service,
     ServiceCallFailed,
+    ServiceResult,
     ServiceState,
 )
 from kforge.events import ExtensionEventKind
@@ -543,7 +544,7 @@ def test_services_and_cycles_by_message() -> None:
             assert refused.code == ReplyCode.ERROR
             reply = await engine.dispatch(envelope(MessageCode.SERVICE_CREATE, values))
             assert reply.code == ReplyCode.ACK
-            service_id = decode_payload(ReplyCode.ACK, reply.payload)["service_id"]
+            service_id = decode_payload(ReplyCode.ACK, reply.payload).service_id
             call = envelope(
                 MessageCode.SERVICE_CALL,
                 {"service_id": service_id, "endpoint": b"count", "data": b"m"},
@@ -554,18 +555,15 @@ def test_services_and_cycles_by_message() -> None:
             assert ack.code == ReplyCode.ACK
             answer = await asyncio.wait_for(engine.mailbox.get(OTHER), 5)
             assert answer.code == MessageCode.SERVICE_RESULT and answer.reply_to == call.id
-            assert decode_payload(MessageCode.SERVICE_RESULT, answer.payload) == {
-                "service_id": service_id,
-                "endpoint": b"count",
-                "data": counted(1, b"m"),
-                "ticks_used": CALL_TICKS,
-            }
+            assert decode_payload(MessageCode.SERVICE_RESULT, answer.payload) == ServiceResult(
+                service_id, b"count", counted(1, b"m"), CALL_TICKS
+            )
             advanced = await engine.dispatch(
                 envelope(
                     ExtensionCode.CYCLE_ADVANCE, {"allowances": [{"agent": OWNER, "ticks": 5}]}, n=3
                 )
             )
-            assert decode_payload(ReplyCode.ACK, advanced.payload) == {"cycle": 1}
+            assert decode_payload(ReplyCode.ACK, advanced.payload).cycle == 1
             assert engine.ledger.account(OWNER).tick_allowance == 5
             fund = await engine.dispatch(
                 envelope(ExtensionCode.SERVICE_FUND, {"service_id": service_id}, n=4)
@@ -606,7 +604,7 @@ def test_cycle_advance_by_message_can_be_restricted() -> None:
             refused = await engine.dispatch(envelope(ExtensionCode.CYCLE_ADVANCE, {}, sender=OTHER))
             assert kingdom_error_from_payload(refused.payload).code == 0x0502
             accepted = await engine.dispatch(envelope(ExtensionCode.CYCLE_ADVANCE, {}, n=2))
-            assert decode_payload(ReplyCode.ACK, accepted.payload) == {"cycle": 1}
+            assert decode_payload(ReplyCode.ACK, accepted.payload).cycle == 1
             assert engine.cycle == 1
 
     run(body)

@@ -33,6 +33,8 @@ def run(factory: Callable[[], Awaitable[T]]) -> T:
 async def open_engine(**options: Any) -> AsyncIterator[Engine]:
     """An open engine with an in-memory vault and a seeded random source."""
     options.setdefault("random_source", seeded_random(7))
+    if "ledger" not in options:
+        options.setdefault("standalone", True)  # nothing charged unless a test gives a ledger
     options.setdefault("tier", "reference")  # the fast tier has its own tests; see test_tiers_agree
     vault = options.pop("vault", None) or Vault(":memory:")
     async with Engine(vault, **options) as engine:

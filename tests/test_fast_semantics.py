@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from kforge.fast import FastTier, execute, is_bound, unbind
-from kforge.isa import WORD_MASK, FaultCode, Instruction, Opcode
-from kforge.machine import Machine, MachineState
+from kforge.fast.analysis import HOST_OPCODES
+from kforge.fast.blocks import EMITTERS, BlockWriter
+from kforge.isa import OPCODES, WORD_MASK, FaultCode, Instruction, Opcode
+from kforge.machine import EXECUTE, Machine, MachineState, op_invalid
 from kforge.program import ForgeProgram
 from test_fast_support import assert_same
 
@@ -286,3 +288,17 @@ def test_finished_machine_is_left_alone(fast_tier: FastTier) -> None:
     before = machine.snapshot()
     assert fast_tier.run(machine, tier="fast") is MachineState.HALTED
     assert machine.snapshot() == before
+
+
+def test_every_opcode_has_a_reference_handler_and_a_fast_tier_emitter() -> None:
+    """The opcode table, the interpreter and the compiler name the same instructions."""
+    for opcode, info in OPCODES.items():
+        handler = EXECUTE[opcode]
+        assert handler is not op_invalid and handler.__name__ == f"op_{info.mnemonic.lower()}"
+        assert handler.__doc__, f"{info.mnemonic}: the reference handler states what it does"
+        if info.is_host:  # channels: compiled code hands them back to Machine.step
+            assert opcode in HOST_OPCODES and opcode not in EMITTERS
+        else:
+            assert callable(getattr(BlockWriter, EMITTERS[opcode])), info.mnemonic
+    assert set(EMITTERS) | HOST_OPCODES == set(OPCODES)
+    assert all(EXECUTE[op] is op_invalid for op in range(256) if op not in OPCODES)

@@ -10,11 +10,12 @@ import pytest
 import wasmtime
 
 import kforge.fast
-from kforge.fast import FastTier, run
+from kforge.fast import FastTier
 from kforge.fast import tiering as tiering_module
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
+from kforge.tiers import TierRunner
 from test_fast_support import assert_same
 
 
@@ -104,18 +105,21 @@ def test_an_unknown_tier_is_refused() -> None:
         tier.run(Machine.load(count_program(1)), tier="turbo")  # type: ignore[arg-type]
 
 
-def test_the_entry_point_runs_every_tier(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_tier_runner_runs_every_tier_on_a_fast_tier_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("KFORGE_DATA_DIR", str(tmp_path))
-    monkeypatch.setattr(kforge.fast, "_default", None)
     results = []
     for tier in ("reference", "fast", "auto"):
         machine = Machine.load(count_program(1000))
-        assert run(machine, tier=tier) is MachineState.HALTED  # type: ignore[arg-type]
+        with TierRunner(tier) as runner:
+            assert runner.run(machine) is MachineState.HALTED
         results.append(machine.snapshot())
     assert results[0] == results[1] == results[2]
-    default = kforge.fast.default_fast_tier()
-    assert default is kforge.fast.default_fast_tier()
-    default.close()
+    with TierRunner("fast") as one, TierRunner("fast") as other:
+        assert one.fast_tier is not None and one.fast_tier is one.fast_tier
+        assert one.fast_tier is not other.fast_tier  # nothing process-wide
+    assert TierRunner("reference").fast_tier is None
 
 
 def test_a_small_machine_that_stops_gets_a_buffer_of_its_own_again() -> None:

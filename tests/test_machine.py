@@ -951,7 +951,7 @@ def test_deliver_refuses_a_channel_that_does_not_receive(channel: int) -> None:
     m = machine(HALT)
     with pytest.raises(PermissionDenied):
         m.deliver(channel, b"x")
-    assert m.deliveries == []
+    assert m.deliveries == ()  # none: the shared empty log
 
 
 @pytest.mark.parametrize("channel", [3, 4, 5, 6, 7])
@@ -969,7 +969,7 @@ def test_deliver_refuses_a_finished_machine(code: tuple[Instruction, ...]) -> No
     m = run(*code)
     with pytest.raises(InvalidState):
         m.deliver(2, b"x")
-    assert m.deliveries == []
+    assert m.deliveries == ()  # none: the shared empty log
 
 
 # ======================================================================= faults are atomic
@@ -1452,7 +1452,7 @@ def test_a_delivery_to_a_copy_does_not_reach_the_original() -> None:
     twin.deliver(2, b"late")
     twin.run()
     assert twin.state is HALTED
-    assert (m.state, m.deliveries, m.snapshot().inbound) == (BLOCKED, [], ())
+    assert (m.state, m.deliveries, m.snapshot().inbound) == (BLOCKED, (), ())
     assert twin.deliveries == [Delivery(4, 2, b"late")]
 
 

@@ -34,6 +34,7 @@ from kforge.proofs import (
 )
 from kforge.proofs.keys import KeyFileError, NodeKey, load_or_create_key, parse_public_key
 from kforge.proofs.replay import RunRecord
+from kforge.tiers import TierRunner
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(
@@ -116,9 +117,13 @@ def test_proof_made_on_the_fast_tier_verifies_on_the_reference(
     fast_tier: FastTier, key: NodeKey, count: ForgeProgram
 ) -> None:
     record = RunRecord.create(count, input=b"fast")
-    proof = generate_proof(count, record, key, sample_interval=7, tier="fast", fast_tier=fast_tier)
+    proof = generate_proof(
+        count, record, key, sample_interval=7, tier=TierRunner("fast", fast_tier=fast_tier)
+    )
     assert verify_proof(proof, count, record, key.public_raw, tier="reference").ok
-    assert verify_proof(proof, count, record, key.public_raw, tier="fast", fast_tier=fast_tier).ok
+    assert verify_proof(
+        proof, count, record, key.public_raw, tier=TierRunner("fast", fast_tier=fast_tier)
+    ).ok
 
 
 def test_proof_fields_describe_the_run(count: ForgeProgram, key: NodeKey) -> None:
@@ -334,7 +339,7 @@ def test_trace_with_deliveries_matches_across_tiers(fast_tier: FastTier) -> None
         program, grants=[3], deliveries=[Delivery(1, 3, b"a"), Delivery(8, 3, b"bc")]
     )
     reference = record_trace(program, record, 3)
-    fast = record_trace(program, record, 3, tier="fast", fast_tier=fast_tier)
+    fast = record_trace(program, record, 3, tier=TierRunner("fast", fast_tier=fast_tier))
     assert reference.samples == fast.samples
     assert bytes(reference.machine.stdout) == b"abc"
 

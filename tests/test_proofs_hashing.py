@@ -18,6 +18,7 @@ from kforge.program import ForgeProgram
 from kforge.proofs import StateHasher, generate_proof, state_hash, verify_proof
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
+from kforge.tiers import TierRunner
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(
@@ -180,7 +181,7 @@ def test_proofs_over_bound_machines_verify_on_the_reference(fast_tier: FastTier)
     ).with_deliveries([])
     key = NodeKey.generate()
     proof = generate_proof(
-        program, record, key, sample_interval=4, tier="fast", fast_tier=fast_tier
+        program, record, key, sample_interval=4, tier=TierRunner("fast", fast_tier=fast_tier)
     )
     report = verify_proof(proof, program, record, key.public_raw, tier="reference")
     assert report.ok, report.summary()

@@ -22,6 +22,7 @@ from kforge.fast import FastTier
 from kforge.machine import Delivery, Machine, MachineState
 from kforge.program import ForgeProgram
 from kforge.proofs.replay import RecordFormatError, ReplayDivergence, RunRecord, replay
+from kforge.tiers import TierRunner
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(
@@ -82,7 +83,7 @@ def test_replay_equals_original_on_both_tiers(
         return
     original, record = recorded
     for tier in ("reference", "fast"):
-        again = replay(program, record, tier=tier, fast_tier=fast_tier)
+        again = replay(program, record, tier=TierRunner(tier, fast_tier=fast_tier))
         assert again.snapshot() == original.snapshot(), tier
         assert again.deliveries == original.deliveries, tier
 

@@ -48,7 +48,7 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
 
     status, out, _ = sandbox("status", short, "--json")
     assert json.loads(out)["state"] == "READY"
-    sandbox_id = json.loads(out)["sandbox"]
+    sandbox_id = json.loads(out)["id"]  # the API's form of SANDBOX_INFO
     assert len(sandbox_id) == 64 and sandbox_id.startswith(short)
 
     status, out, _ = sandbox("start", short[:4], "--json")
@@ -70,7 +70,7 @@ def test_a_sandbox_lives_across_commands_from_create_to_result(
     assert result["ticks_used"] == 14
 
     status, out, _ = sandbox("list", "--json")
-    assert [json.loads(line)["sandbox"] for line in out.splitlines()] == [sandbox_id]
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [sandbox_id]
 
 
 def test_start_and_deliver_show_the_output_they_cause(sandbox: Any, tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_an_id_prefix_must_name_exactly_one_sandbox(sandbox: Any, tmp_path: Path
     ids = []
     for _ in range(17):  # 16 hex digits: some two ids share their first
         _, out, _ = sandbox("create", _source(tmp_path, "HALT\n"), "--json")
-        ids.append(json.loads(out)["sandbox"])
+        ids.append(json.loads(out)["sandbox_id"])
     shared = next(i[0] for i in ids if sum(j[0] == i[0] for j in ids) > 1)
     status, out, err = sandbox("status", shared)
     assert (status, out) == (2, "")
@@ -131,7 +131,7 @@ def test_run_creates_and_runs_in_one_command(sandbox: Any, tmp_path: Path) -> No
     assert (status, result["state"], result["fault"], result["fault_detail"]) == (
         1,
         "FAULTED",
-        "USER_FAULT",
+        0xFF,  # USER_FAULT: the API's form, a fault code
         9,
     )
 
@@ -163,3 +163,10 @@ def test_errors_are_one_line_and_exit_2(sandbox: Any, args: tuple[str, ...], mes
     status, out, err = sandbox(*args)
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_create_takes_a_preset(sandbox: Any, tmp_path: Path) -> None:
+    status, out, _ = sandbox("create", _source(tmp_path), "--preset", "minimal")
+    assert status == 0
+    status, out, _ = sandbox("status", out.strip(), "--json")
+    assert json.loads(out)["memory_quota"] == 16 * 1024 * 1024

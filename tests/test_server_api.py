@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -89,7 +90,7 @@ def test_unknown_route_is_404(agent: Agent) -> None:
 def test_programs_are_stored_from_assembly_or_frgp(agent: Agent) -> None:
     from_text = agent.ok("POST", "/v1/programs", {"assembly": COUNT_DOWN}, 201)
     encoded = assemble(COUNT_DOWN).encoded.hex()
-    from_bytes = agent.ok("POST", "/v1/programs", {"program": encoded}, 201)
+    from_bytes = agent.ok("POST", "/v1/programs", {"program_hex": encoded}, 201)
     assert from_text["program_id"] == from_bytes["program_id"]
     shown = agent.ok("GET", f"/v1/programs/{from_text['program_id']}")
     assert shown["code"][0] == "LI r2, 8"
@@ -102,14 +103,30 @@ def test_programs_are_stored_from_assembly_or_frgp(agent: Agent) -> None:
         ({}, "exactly one"),
         ({"assembly": "HALT", "program": "00"}, "exactly one"),
         ({"assembly": "BOGUS r1"}, "<upload>:1:1"),
-        ({"program": "00112233"}, "program validation failed"),
-        ({"program": "zz"}, "hex string"),
-        ({"assembly": 5}, "expected string"),
+        ({"program_hex": "00112233"}, "program validation failed"),
+        ({"assembly": 5}, "expected `str | null`"),
     ],
 )
 def test_bad_programs_are_400(agent: Agent, body: dict[str, Any], message: str) -> None:
     error = refused(agent.request("POST", "/v1/programs", body), 400, "InvalidRequest")
     assert message in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"program_hex": "zz"}, "program_hex"),
+        ({"program_b64": "!!"}, "program_b64"),
+        ({"program": "00", "program_hex": "00"}, "program"),
+        ({"program_hex": "00", "program_b64": "AA=="}, "program"),
+        ({"program": 7}, "program"),
+    ],
+)
+def test_a_bytes_field_in_two_encodings_or_unreadable_in_its_own_is_422(
+    agent: Agent, body: dict[str, Any], field: str
+) -> None:
+    error = refused(agent.request("POST", "/v1/programs", body), 422, "InvalidRequest")
+    assert error["context"]["field"] == field
 
 
 def test_unknown_program_is_404(agent: Agent) -> None:
@@ -130,7 +147,7 @@ def test_a_sandbox_runs_to_halted_and_reports_its_output(agent: Agent) -> None:
     )
     result = agent.run_to_end(sandbox)
     assert result["state"] == "HALTED"
-    assert bytes.fromhex(result["output"]) == b"done"
+    assert bytes.fromhex(result["output_hex"]) == b"done"
     assert agent.ok("GET", f"/v1/sandboxes/{sandbox}")["ticks_used"] == result["ticks_used"]
     assert sandbox in [s["id"] for s in agent.ok("GET", "/v1/sandboxes")["sandboxes"]]
 
@@ -189,16 +206,6 @@ def test_msgpack_errors_are_msgpack(agent: Agent) -> None:
         ({"code": "ab" * 32, "memory_quota": 65536, "tick_budget": 2**64}, "tick_budget"),
         ({"code": "ab" * 31, "memory_quota": 65536, "tick_budget": 10}, "code"),
         ({"code": "ab" * 32, "memory_quota": 65536, "tick_budget": 10, "colour": "red"}, "colour"),
-        ({"code": "ab" * 32, "memory_quota": 65536, "tick_budget": 10, "input": "xyz"}, "input"),
-        (
-            {
-                "code": "ab" * 32,
-                "memory_quota": 65536,
-                "tick_budget": 10,
-                "environment": {"zz": "00"},
-            },
-            "environment key",
-        ),
         (
             {"code": "ab" * 32, "memory_quota": 65536, "tick_budget": 10, "grants": [300]},
             "grants[0]",
@@ -251,7 +258,7 @@ def test_state_conflicts_are_409(agent: Agent) -> None:
     refused(agent.request("DELETE", base), 409)
     agent.ok("POST", base + "/kill", {})
     refused(agent.request("POST", base + "/kill", {}), 409)
-    refused(agent.request("POST", base + "/deliver", {"data": "00"}), 409)
+    refused(agent.request("POST", base + "/deliver", {"data_hex": "00"}), 409)
     assert agent.ok("GET", base + "/wait?timeout=5")["state"] == "KILLED"
     agent.ok("DELETE", base)
     refused(agent.request("GET", base), 404)
@@ -264,9 +271,9 @@ def test_deliver_wakes_a_blocked_sandbox(agent: Agent) -> None:
     refused(agent.request("GET", base + "/wait?timeout=0.2"), 408)
     assert agent.ok("GET", base)["state"] == "BLOCKED"
     assert agent.ok("GET", base)["blocked_channel"] == 2
-    refused(agent.request("POST", base + "/deliver", {"channel": 3, "data": "00"}), 403)
-    agent.ok("POST", base + "/deliver", {"data": b"second".hex()})
-    assert bytes.fromhex(agent.ok("GET", base + "/wait?timeout=5")["output"]) == b"second"
+    refused(agent.request("POST", base + "/deliver", {"channel": 3, "data_hex": "00"}), 403)
+    agent.ok("POST", base + "/deliver", {"data": "second"})  # text: its UTF-8 bytes
+    assert bytes.fromhex(agent.ok("GET", base + "/wait?timeout=5")["output_hex"]) == b"second"
 
 
 #: Echoes stdin twice: the creation input, then blocks for a second message.
@@ -289,30 +296,35 @@ def test_output_is_read_while_the_sandbox_runs(live: LiveServer, agent: Agent) -
         "offset": 0,
         "next_offset": 0,
         "length": 0,
-        "data": "",
+        "data_hex": "",
     }
     agent.ok("POST", pbase + "/start", {}, 202)
     refused(agent.request("GET", pbase + "/wait?timeout=0.3"), 408)
     assert agent.ok("GET", pbase)["state"] == "BLOCKED"  # mid-way, waiting for input
     live_reply = agent.ok("GET", pbase + "/output")
     assert live_reply["state"] == "BLOCKED"
-    assert bytes.fromhex(live_reply["data"]) == b"one\x00"
+    assert bytes.fromhex(live_reply["data_hex"]) == b"one\x00"
     assert (live_reply["next_offset"], live_reply["length"]) == (4, 4)
     tail = agent.ok("GET", pbase + "/output?offset=2&limit=1")
-    assert (tail["data"], tail["offset"], tail["next_offset"], tail["length"]) == ("65", 2, 3, 4)
+    assert (tail["data_hex"], tail["offset"], tail["next_offset"], tail["length"]) == (
+        "65",
+        2,
+        3,
+        4,
+    )
     caught_up = agent.ok("GET", pbase + "/output?offset=4")
-    assert (caught_up["data"], caught_up["next_offset"]) == ("", 4)
-    agent.ok("POST", pbase + "/deliver", {"data": b"two".hex()})
+    assert (caught_up["data_hex"], caught_up["next_offset"]) == ("", 4)
+    agent.ok("POST", pbase + "/deliver", {"data_hex": b"two".hex()})
     assert agent.ok("GET", pbase + "/wait?timeout=5")["state"] == "HALTED"
     stopped = agent.ok("GET", pbase + "/output?offset=4")
-    assert stopped["state"] == "HALTED" and bytes.fromhex(stopped["data"]) == b"two"
+    assert stopped["state"] == "HALTED" and bytes.fromhex(stopped["data_hex"]) == b"two"
     assert (stopped["next_offset"], stopped["length"]) == (7, 7)
     as_msgpack = agent.request("GET", pbase + "/output", headers={"accept": MSGPACK})
     assert as_msgpack.headers["content-type"] == MSGPACK
     unpacked = msgpack.unpackb(as_msgpack.content)
     assert unpacked["data"] == b"one\x00two" and unpacked["sandbox_id"] == bytes.fromhex(partial)
     operator = Agent(live.base_url, token=live.dev_token)  # the dashboard reads any sandbox
-    assert bytes.fromhex(operator.ok("GET", pbase + "/output")["data"]) == b"one\x00two"
+    assert bytes.fromhex(operator.ok("GET", pbase + "/output")["data_hex"]) == b"one\x00two"
     operator.close()
 
 
@@ -354,9 +366,9 @@ def test_io_log_record_and_proof(agent: Agent) -> None:
     agent.run_to_end(sandbox)
     assert agent.ok("GET", f"/v1/sandboxes/{sandbox}/io") == {"calls": []}
     record = agent.ok("GET", f"/v1/sandboxes/{sandbox}/record")
-    assert record["tick_budget"] == 1_000_000 and record["record"]
+    assert record["tick_budget"] == 1_000_000 and record["record_hex"]
     proof = agent.ok("POST", f"/v1/sandboxes/{sandbox}/proof", {})
-    assert proof["ticks_used"] > 0 and proof["proof"] and len(proof["forge_sig"]) == 128
+    assert proof["ticks_used"] > 0 and proof["proof_hex"] and len(proof["forge_sig_hex"]) == 128
     running = agent.create(SPIN)
     refused(agent.request("POST", f"/v1/sandboxes/{running}/proof", {}), 409)
 
@@ -367,7 +379,7 @@ def test_link_resolve(agent: Agent) -> None:
     resolved = agent.ok(
         "POST",
         "/v1/link",
-        {"program": main, "imports": [{"from": library, "symbols": ["7477696365"]}]},
+        {"program": main, "imports": [{"from": library, "symbols": ["twice"]}]},
     )
     assert len(resolved["resolved"]) == 64
     refused(agent.request("POST", "/v1/link", {"program": main, "imports": []}), 400)
@@ -379,10 +391,10 @@ def test_services_are_listed_when_the_engine_has_them(agent: Agent) -> None:
     listed = agent.ok("GET", "/v1/services")
     assert listed["supported"] is hasattr(agent_engine_type(), "list_services")
     refused(agent.request("GET", f"/v1/services/{'ab' * 32}"), 404 if listed["supported"] else 501)
-    endpoint = {"name": "6563686f", "channel": 3, "schema": ""}
+    endpoint = {"name_hex": "6563686f", "channel": 3, "schema": ""}
     body = {
         "sandbox": "ab" * 32,
-        "name": "7376",
+        "name": "sv",
         "tick_budget": 10,
         "auto_fund": False,
         "endpoints": [endpoint],
@@ -425,7 +437,7 @@ def test_json_message_is_dispatched_as_the_caller(agent: Agent) -> None:
     assert started["code_name"] == "ACK"
     mail = agent.ok("GET", "/v1/mailbox?timeout=5")["envelopes"]
     assert mail[0]["code_name"] == "EXEC_RESULT" and mail[0]["reply_to"] == started["reply_to"]
-    assert bytes.fromhex(mail[0]["payload"]["output"]) == b"done"
+    assert bytes.fromhex(mail[0]["payload"]["output_hex"]) == b"done"
 
 
 def test_message_errors_come_back_as_error_envelopes(agent: Agent) -> None:
@@ -539,3 +551,33 @@ def test_event_subscriptions_per_agent_are_limited() -> None:
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
             first.ping()
         agent.close()
+
+
+def test_a_creation_may_name_a_preset_and_the_server_has_a_default_one(agent: Agent) -> None:
+    code = agent.put_program(COUNT_DOWN)
+    named = agent.ok("POST", "/v1/sandboxes", {"code": code, "preset": "minimal"}, 201)
+    info = agent.ok("GET", f"/v1/sandboxes/{named['sandbox_id']}")
+    assert (info["memory_quota"], info["tick_budget"]) == (16 * 1024 * 1024, 10**9)
+    default = agent.ok("POST", "/v1/sandboxes", {"code": code}, 201)  # the server's: standard
+    info = agent.ok("GET", f"/v1/sandboxes/{default['sandbox_id']}")
+    assert (info["memory_quota"], info["tick_budget"]) == (64 * 1024 * 1024, 10**10)
+    error = refused(agent.request("POST", "/v1/sandboxes", {"code": code, "preset": "huge"}), 400)
+    assert error["context"]["field"] == "preset"
+
+
+def test_the_root_leads_to_the_dashboard_and_docs_lists_every_operation_from_here(
+    live: LiveServer, agent: Agent
+) -> None:
+    from kforge.server.app import ALL_OPERATIONS
+
+    root = httpx.get(live.base_url + "/", follow_redirects=False)
+    assert root.status_code == 307 and root.headers["location"] == "/dashboard/"
+    page = httpx.get(live.base_url + "/docs")
+    assert page.status_code == 200 and "SwaggerUIBundle" in page.text
+    loaded = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert loaded and all(url.startswith("/docs/static/") for url in loaded)  # no CDN
+    for url in loaded:
+        assert httpx.get(live.base_url + url).status_code == 200
+    document = httpx.get(live.base_url + "/openapi.json").json()
+    listed = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    assert listed == {(op.method, op.path) for op in ALL_OPERATIONS}

@@ -135,7 +135,9 @@ def test_client_reads_output_while_running_and_after(
             await alice.deliver(sandbox, 2, b"two")
             result = await alice.wait(sandbox, timeout=10)
             assert await alice.output(sandbox) == result.output == b"one two"
-            monkeypatch.setattr("kforge.server.api.OUTPUT_CHUNK", 3)  # read in turns of 3 bytes
+            monkeypatch.setattr(
+                "kforge.server.sandbox_api.OUTPUT_CHUNK", 3
+            )  # read in turns of 3 bytes
             assert await alice.output(sandbox) == b"one two"
             assert await alice.output(sandbox, offset=1) == b"ne two"
 
@@ -158,7 +160,7 @@ def test_client_dispatches_envelopes_and_reads_its_mailbox(live: LiveServer) -> 
             reply = await engine.dispatch(request)
             assert (reply.code, reply.reply_to) == (ReplyCode.ACK, request.id)
             mail = await engine.mailbox(timeout=5)
-            assert mail[0].code == MessageCode.EXEC_RESULT and mail[0].values()["output"] == b"hey"
+            assert mail[0].code == MessageCode.EXEC_RESULT and mail[0].values().output == b"hey"
             forged = Envelope.build(
                 MessageCode.SANDBOX_STATUS,
                 live.state.operator_agent,

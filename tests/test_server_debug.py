@@ -81,12 +81,14 @@ def test_run_n_ticks_and_overriding_breakpoints(agent: Agent) -> None:
 
 
 def test_blocked_machine_resumes_after_delivery_and_shows_io(agent: Agent) -> None:
-    created = agent.ok("POST", "/v1/debug", {"assembly": COUNT_DOWN, "input": u64(2).hex()}, 201)
+    created = agent.ok(
+        "POST", "/v1/debug", {"assembly": COUNT_DOWN, "input_hex": u64(2).hex()}, 201
+    )
     session = created["session_id"]
-    assert created["inbound"] == {"2": [u64(2).hex()]}
+    assert created["inbound"] == [{"channel": 2, "messages_hex": [u64(2).hex()]}]
     view = agent.ok("POST", f"/v1/debug/{session}/run", {})
-    assert view["state"] == "HALTED" and bytes.fromhex(view["stdout"]) == b"done"
-    assert bytes.fromhex(view["memory"]["data"])[:4] == b"done"
+    assert view["state"] == "HALTED" and bytes.fromhex(view["stdout_hex"]) == b"done"
+    assert bytes.fromhex(view["memory"]["data_hex"])[:4] == b"done"
     again = agent.ok(
         "POST",
         "/v1/debug",
@@ -103,12 +105,16 @@ def test_blocked_machine_resumes_after_delivery_and_shows_io(agent: Agent) -> No
     )
     view = agent.ok("POST", f"/v1/debug/{blocked['session_id']}/run", {})
     assert (view["state"], view["blocked_channel"]) == ("BLOCKED", 2)
-    view = agent.ok("POST", f"/v1/debug/{blocked['session_id']}/deliver", {"data": "01"})
+    view = agent.ok("POST", f"/v1/debug/{blocked['session_id']}/deliver", {"data_hex": "01"})
     assert view["state"] == "RUNNING"
     assert agent.ok("POST", f"/v1/debug/{blocked['session_id']}/run", {})["state"] == "HALTED"
-    refused = agent.request("POST", f"/v1/debug/{blocked['session_id']}/deliver", {"data": "01"})
+    refused = agent.request(
+        "POST", f"/v1/debug/{blocked['session_id']}/deliver", {"data_hex": "01"}
+    )
     assert refused.status_code == 409
-    refused = agent.request("POST", f"/v1/debug/{session}/deliver", {"channel": 0, "data": "01"})
+    refused = agent.request(
+        "POST", f"/v1/debug/{session}/deliver", {"channel": 0, "data_hex": "01"}
+    )
     assert refused.status_code in (403, 409)
     for sid in (session, again["session_id"], blocked["session_id"]):
         agent.ok("DELETE", f"/v1/debug/{sid}")
@@ -117,9 +123,9 @@ def test_blocked_machine_resumes_after_delivery_and_shows_io(agent: Agent) -> No
 def test_memory_window_is_chosen_by_query(agent: Agent) -> None:
     session = agent.ok("POST", "/v1/debug", {"assembly": COUNT_DOWN}, 201)["session_id"]
     view = agent.ok("GET", f"/v1/debug/{session}?memory_address=2&memory_length=2")
-    assert view["memory"] == {"address": 2, "data": b"ne".hex()}
+    assert view["memory"] == {"address": 2, "data_hex": b"ne".hex()}
     assert agent.request("GET", f"/v1/debug/{session}?memory_length=5000").status_code == 400
-    assert agent.ok("GET", f"/v1/debug/{session}?memory_address=70000")["memory"]["data"] == ""
+    assert agent.ok("GET", f"/v1/debug/{session}?memory_address=70000")["memory"]["data_hex"] == ""
     agent.ok("DELETE", f"/v1/debug/{session}")
     assert agent.request("GET", f"/v1/debug/{session}").status_code == 404
 

@@ -177,7 +177,7 @@ class Agent:
             "code": code,
             "memory_quota": 65536,
             "tick_budget": budget,
-            "input": input.hex(),
+            "input_hex": input.hex(),
             **extra,
         }
         return str(self.ok("POST", "/v1/sandboxes", body, 201)["sandbox_id"])

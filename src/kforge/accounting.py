@@ -34,12 +34,14 @@ from kforge.storage import MEMORY, SqliteStore, default_data_dir
 __all__ = [
     "BYTES_PER_SPARK",
     "CREATE_TICKS",
+    "OPEN_ACCOUNTS",
     "PERSISTENT_SPARK_PER_CYCLE",
     "PROOF_TICKS_PER_TICK",
     "Account",
     "CreationCharge",
     "InsufficientResources",
     "Ledger",
+    "Opening",
     "creation_spark",
 ]
 
@@ -72,6 +74,7 @@ class InsufficientResources(ForgeError):
 
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 429
 
     def __init__(
         self, agent: AgentId, resource: str, needed: int, available: int, purpose: str
@@ -111,6 +114,23 @@ class Account:
 
 
 @dataclass(frozen=True, slots=True)
+class Opening:
+    """What an agent the ledger has never seen starts with: a tick allowance per cycle and Spark.
+
+    ``Ledger()`` opens nobody an account (zeros); an engine with accounting on
+    by default uses :data:`OPEN_ACCOUNTS` so that any agent can start working.
+    """
+
+    tick_allowance: int = 0
+    spark: int = 0
+
+
+#: The engine's default: 10^12 ticks a cycle (a hundred ``generous`` executions) and
+#: 10^6 Spark (about 1 GiB of sandbox memory created).
+OPEN_ACCOUNTS: Final = Opening(tick_allowance=10**12, spark=10**6)
+
+
+@dataclass(frozen=True, slots=True)
 class CreationCharge:
     """What creating one sandbox cost its owner (kept to refund a failed creation)."""
 
@@ -129,8 +149,9 @@ class Ledger(SqliteStore):
 
     what = "ledger"
 
-    def __init__(self, path: str | Path = MEMORY) -> None:
+    def __init__(self, path: str | Path = MEMORY, *, opening: Opening | None = None) -> None:
         super().__init__(path)
+        self.opening = opening or Opening()
         for statement in _SCHEMA:
             self.connection.execute(statement)
         self.connection.execute("INSERT OR IGNORE INTO ledger_state VALUES ('cycle', 0)")
@@ -143,13 +164,13 @@ class Ledger(SqliteStore):
     # ------------------------------------------------------------------ reading
 
     def account(self, agent: AgentId) -> Account:
-        """The agent's account (all zeros for an agent never seen)."""
+        """The agent's account (the opening grant for an agent never seen)."""
         row = self.connection.execute(
             "SELECT tick_allowance, ticks_spent, ticks_reserved, spark FROM accounts WHERE agent = ?",
             (agent.raw,),
         ).fetchone()
         if row is None:
-            return Account(agent, 0, 0, 0, 0)
+            return Account(agent, self.opening.tick_allowance, 0, 0, self.opening.spark)
         return Account(agent, *row)
 
     @property
@@ -165,7 +186,7 @@ class Ledger(SqliteStore):
         """Give ``agent`` ``ticks_per_cycle`` ticks for this cycle and the next ones."""
         _check_amount(ticks_per_cycle, "ticks_per_cycle")
         with self.transaction() as connection:
-            _ensure(connection, agent)
+            self._ensure(connection, agent)
             connection.execute(
                 "UPDATE accounts SET tick_allowance = ? WHERE agent = ?",
                 (ticks_per_cycle, agent.raw),
@@ -175,7 +196,7 @@ class Ledger(SqliteStore):
         """Add ``amount`` Spark to ``agent``; returns the new balance."""
         _check_amount(amount, "amount")
         with self.transaction() as connection:
-            balance = _spark(connection, agent)
+            balance = self._spark(connection, agent)
             if balance + amount > _MAX_AMOUNT:
                 raise ValueError("balance would overflow")
             connection.execute(
@@ -195,7 +216,7 @@ class Ledger(SqliteStore):
         with self.transaction() as connection:
             connection.execute("UPDATE accounts SET ticks_spent = 0")
             for agent, amount in (allowances or {}).items():
-                _ensure(connection, agent)
+                self._ensure(connection, agent)
                 connection.execute(
                     "UPDATE accounts SET tick_allowance = ? WHERE agent = ?", (amount, agent.raw)
                 )
@@ -214,7 +235,7 @@ class Ledger(SqliteStore):
         """
         spark = creation_spark(memory_quota)
         with self.transaction() as connection:
-            account = _account(connection, agent)
+            account = self._account(connection, agent)
             if account.ticks_available < CREATE_TICKS:
                 raise InsufficientResources(
                     agent, "ticks", CREATE_TICKS, account.ticks_available, "sandbox creation"
@@ -241,7 +262,7 @@ class Ledger(SqliteStore):
     def reserve_ticks(self, agent: AgentId, amount: int, purpose: str = "execution") -> None:
         """Set aside ``amount`` ticks of the allowance; raises :class:`InsufficientResources`."""
         with self.transaction() as connection:
-            _require_ticks(connection, agent, amount, purpose)
+            self._require_ticks(connection, agent, amount, purpose)
             connection.execute(
                 "UPDATE accounts SET ticks_reserved = ticks_reserved + ? WHERE agent = ?",
                 (amount, agent.raw),
@@ -251,7 +272,7 @@ class Ledger(SqliteStore):
         """End a reservation of ``reserved`` ticks of which ``used`` were spent; the rest is freed."""
         used = min(used, reserved)
         with self.transaction() as connection:
-            _ensure(connection, agent)
+            self._ensure(connection, agent)
             connection.execute(
                 "UPDATE accounts SET ticks_reserved = MAX(0, ticks_reserved - ?), "
                 "ticks_spent = ticks_spent + ? WHERE agent = ?",
@@ -261,7 +282,7 @@ class Ledger(SqliteStore):
     def charge_ticks(self, agent: AgentId, amount: int, purpose: str) -> None:
         """Spend ``amount`` ticks of the allowance at once (linking, proofs)."""
         with self.transaction() as connection:
-            _require_ticks(connection, agent, amount, purpose)
+            self._require_ticks(connection, agent, amount, purpose)
             connection.execute(
                 "UPDATE accounts SET ticks_spent = ticks_spent + ? WHERE agent = ?",
                 (amount, agent.raw),
@@ -279,7 +300,7 @@ class Ledger(SqliteStore):
         """Take ``amount`` Spark from ``agent``; returns the new balance."""
         _check_amount(amount, "amount")
         with self.transaction() as connection:
-            balance = _spark(connection, agent)
+            balance = self._spark(connection, agent)
             if balance < amount:
                 raise InsufficientResources(agent, "Spark", amount, balance, purpose)
             connection.execute(
@@ -291,10 +312,10 @@ class Ledger(SqliteStore):
         """Move ``amount`` Spark from ``payer`` to ``payee``; returns the payer's new balance."""
         _check_amount(amount, "amount")
         with self.transaction() as connection:
-            balance = _spark(connection, payer)
+            balance = self._spark(connection, payer)
             if balance < amount:
                 raise InsufficientResources(payer, "Spark", amount, balance, "a transfer")
-            payee_balance = _spark(connection, payee)
+            payee_balance = self._spark(connection, payee)
             if payer != payee and payee_balance + amount > _MAX_AMOUNT:
                 raise ValueError("payee balance would overflow")
             connection.execute(
@@ -334,33 +355,32 @@ class Ledger(SqliteStore):
             )
             connection.execute("UPDATE ledger_state SET value = ? WHERE key = 'cycle'", (cycle,))
 
+    def _ensure(self, connection: sqlite3.Connection, agent: AgentId) -> None:
+        connection.execute(
+            "INSERT OR IGNORE INTO accounts (agent, tick_allowance, spark) VALUES (?, ?, ?)",
+            (agent.raw, self.opening.tick_allowance, self.opening.spark),
+        )
+
+    def _require_ticks(
+        self, connection: sqlite3.Connection, agent: AgentId, amount: int, purpose: str
+    ) -> None:
+        """Raise :class:`InsufficientResources` unless ``agent`` has ``amount`` ticks available."""
+        available = self._account(connection, agent).ticks_available
+        if amount > available:
+            raise InsufficientResources(agent, "ticks", amount, available, purpose)
+
+    def _account(self, connection: sqlite3.Connection, agent: AgentId) -> Account:
+        self._ensure(connection, agent)
+        row = connection.execute(
+            "SELECT tick_allowance, ticks_spent, ticks_reserved, spark FROM accounts WHERE agent = ?",
+            (agent.raw,),
+        ).fetchone()
+        return Account(agent, *row)
+
+    def _spark(self, connection: sqlite3.Connection, agent: AgentId) -> int:
+        return self._account(connection, agent).spark
+
 
 def _check_amount(amount: int, name: str) -> None:
     if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount <= _MAX_AMOUNT:
         raise ValueError(f"{name} must be an integer in 0..2^63-1, got {amount!r}")
-
-
-def _ensure(connection: sqlite3.Connection, agent: AgentId) -> None:
-    connection.execute("INSERT OR IGNORE INTO accounts (agent) VALUES (?)", (agent.raw,))
-
-
-def _require_ticks(
-    connection: sqlite3.Connection, agent: AgentId, amount: int, purpose: str
-) -> None:
-    """Raise :class:`InsufficientResources` unless ``agent`` has ``amount`` ticks available."""
-    available = _account(connection, agent).ticks_available
-    if amount > available:
-        raise InsufficientResources(agent, "ticks", amount, available, purpose)
-
-
-def _account(connection: sqlite3.Connection, agent: AgentId) -> Account:
-    _ensure(connection, agent)
-    row = connection.execute(
-        "SELECT tick_allowance, ticks_spent, ticks_reserved, spark FROM accounts WHERE agent = ?",
-        (agent.raw,),
-    ).fetchone()
-    return Account(agent, *row)
-
-
-def _spark(connection: sqlite3.Connection, agent: AgentId) -> int:
-    return _account(connection, agent).spark

@@ -1,7 +1,8 @@
 r"""Forge assembly text (``.fasm``, spec §7): the assembler and the disassembler.
 
 Both are driven by the opcode table of :mod:`kforge.isa`; nothing here restates a
-mnemonic, an operand shape or an encoding.
+mnemonic, an operand shape or an encoding.  (One module of this length because the
+syntax below, the tokenizer and the directives form one grammar, read together.)
 
 Syntax.  One instruction or directive a line, optionally after labels (``name:``).
 ``;`` and ``#`` start a comment outside string and character literals.  Mnemonics,

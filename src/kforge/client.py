@@ -25,10 +25,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlencode
 
 import httpx
+import msgspec
 
 from kforge.core import (
     AgentId,
@@ -50,18 +51,41 @@ from kforge.engine import (
     SandboxState,
 )
 from kforge.events import Event, Gap
-from kforge.isa import FaultCode
 from kforge.link import Import
-from kforge.messages import Envelope, InvalidRequest, pack, unpack
+from kforge.messages import Envelope, InvalidRequest, unpack
+from kforge.messages.payloads import Allowance, LinkResolve, LinkResult, ProofResult
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof
 from kforge.proofs.replay import RunRecord
+from kforge.server.schemas import (
+    Accepted,
+    CycleBody,
+    CycleStarted,
+    DeliverBody,
+    GrantBody,
+    HostCalls,
+    OutputChunk,
+    ProgramBody,
+    ProgramStored,
+    RunRecordView,
+    SandboxCreated,
+    SandboxList,
+    SandboxStatus,
+    Session,
+    StepResult,
+)
 from kforge.server.signing import AgentKey
+from kforge.wire import Schema, decode_msgpack, encode_msgpack
 
 __all__ = ["AuthenticationFailed", "Client", "RemoteError"]
 
 _MSGPACK = "application/msgpack"
 _MAX_POLL = 60.0
+T = TypeVar("T")
+
+
+class _Mail(Schema, frozen=True):
+    envelopes: tuple[Envelope, ...]
 
 
 class RemoteError(ForgeError):
@@ -146,36 +170,6 @@ def _raise_for(response: httpx.Response) -> None:
     raise raised
 
 
-def _hash(raw: Any) -> Hash256:
-    return Hash256(bytes(raw))
-
-
-def _info(values: Mapping[str, Any]) -> SandboxInfo:
-    return SandboxInfo(
-        id=_hash(values["id"]),
-        owner=AgentId(bytes(values["owner"])),
-        state=SandboxState(values["state"]),
-        ticks_used=values["ticks_used"],
-        ticks_remaining=values["ticks_remaining"],
-        memory_used=values["memory_used"],
-        memory_quota=values["memory_quota"],
-        persistent=values["persistent"],
-        blocked_channel=values.get("blocked_channel"),
-    )
-
-
-def _result(values: Mapping[str, Any]) -> ExecResult:
-    fault = values["fault"]
-    return ExecResult(
-        _hash(values["sandbox_id"]),
-        SandboxState(values["state"]),
-        values["ticks_used"],
-        bytes(values["output"]),
-        FaultCode(fault) if fault is not None else None,
-        values.get("fault_detail"),
-    )
-
-
 def _event(values: Mapping[str, Any]) -> Event | Gap:
     if "gap" in values:
         return Gap(values["gap"])
@@ -184,7 +178,7 @@ def _event(values: Mapping[str, Any]) -> Event | Gap:
     return Event(
         values["seq"],
         EventKind(values["kind"]),
-        _hash(sandbox) if sandbox is not None else None,
+        Hash256(bytes(sandbox)) if sandbox is not None else None,
         AgentId(bytes(owner)) if owner is not None else None,
         values["timestamp_ms"],
         values["payload"],
@@ -236,95 +230,81 @@ class Client:
         if not self.use_token:
             return self.key.request_headers(method, target, body)
         if self._token is None or self._token_expires_ms - time.time() * 1000 < 60_000:
-            reply = await self._send("POST", "/v1/session", None, signed=True)
-            self._token = str(reply["token"])
-            self._token_expires_ms = int(reply["expires_at_ms"])
+            session = await self._send("POST", "/v1/session", None, Session, signed=True)
+            self._token = session.token
+            self._token_expires_ms = session.expires_at_ms
         return {"authorization": f"Bearer {self._token}"}
 
     async def _send(
         self,
         method: str,
         path: str,
-        values: Mapping[str, Any] | None = None,
+        body: Any = None,
+        answer: type[T] | None = None,
         query: Mapping[str, Any] | None = None,
         *,
         signed: bool = False,
-    ) -> Any:
+    ) -> T:
+        """One request: ``body`` (a schema value, or plain data) as msgpack; the answer read
+        into ``answer`` (plain data when ``None``)."""
         target = f"{path}?{urlencode(query)}" if query else path
-        body = pack(dict(values)) if values is not None else b""
+        raw = encode_msgpack(body) if body is not None else b""
         if signed:
-            headers = self.key.request_headers(method, target, body)
+            headers = self.key.request_headers(method, target, raw)
         else:
-            headers = await self._auth_headers(method, target, body)
+            headers = await self._auth_headers(method, target, raw)
         headers["accept"] = _MSGPACK
-        if values is not None:
+        if body is not None:
             headers["content-type"] = _MSGPACK
-        response = await self._http.request(method, target, content=body, headers=headers)
+        response = await self._http.request(method, target, content=raw, headers=headers)
         if response.status_code >= 400:
             _raise_for(response)
-        return unpack(response.content, "response") if response.content else {}
+        if answer is None:
+            plain: T = unpack(response.content, "response") if response.content else {}
+            return plain
+        return decode_msgpack(response.content, answer, "response")
 
     # ------------------------------------------------------------------ the engine's shape
 
     async def put_program(self, program: ForgeProgram, *, name: str | None = None) -> Hash256:
         """Store ``program`` in the server's vault; returns its id.  ``name``: what the
         dashboard calls it."""
-        body: dict[str, Any] = {"program": program.encoded}
-        if name is not None:
-            body["name"] = name
-        reply = await self._send("POST", "/v1/programs", body)
-        return _hash(reply["program_id"])
+        body = ProgramBody(program=program.encoded, name=name)
+        return (await self._send("POST", "/v1/programs", body, ProgramStored)).program_id
 
     async def create_sandbox(self, request: CreateSandbox) -> Hash256:
-        values: dict[str, Any] = {
-            "owner": request.owner.raw,
-            "code": request.code.raw,
-            "memory_quota": request.memory_quota,
-            "tick_budget": request.tick_budget,
-            "input": bytes(request.input),
-            "environment": dict(request.environment),
-            "persistent": request.persistent,
-            "grants": sorted(request.grants),
-            "accept_from": [agent.raw for agent in request.accept_from],
-            "deadline_ms": int(request.deadline * 1000) if request.deadline is not None else None,
-        }
-        reply = await self._send("POST", "/v1/sandboxes", values)
-        return _hash(reply["sandbox_id"])
+        return (await self._send("POST", "/v1/sandboxes", request, SandboxCreated)).sandbox_id
 
     async def sandbox_status(
         self, sandbox_id: Hash256, requester: AgentId | None = None
     ) -> SandboxInfo:
         self._check_requester(requester)
-        return _info(await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}"))
+        return await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}", None, SandboxStatus)
 
     async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
         """The sandboxes this agent may see (of ``owner``, when given)."""
-        reply = await self._send("GET", "/v1/sandboxes")
-        infos = [_info(values) for values in reply["sandboxes"]]
-        return [info for info in infos if owner is None or info.owner == owner]
+        listed = await self._send("GET", "/v1/sandboxes", None, SandboxList)
+        return [info for info in listed.sandboxes if owner is None or info.owner == owner]
 
     async def exec_start(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
         self._check_requester(requester)
-        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/start", {})
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/start", Accepted())
 
     async def step(self, sandbox_id: Hash256, requester: AgentId | None = None) -> SandboxState:
         self._check_requester(requester)
-        reply = await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/step", {})
-        return SandboxState(reply["state"])
+        path = f"/v1/sandboxes/{sandbox_id.hex}/step"
+        return (await self._send("POST", path, Accepted(), StepResult)).state
 
     async def deliver(
         self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId | None = None
     ) -> None:
         self._check_requester(requester)
-        await self._send(
-            "POST",
-            f"/v1/sandboxes/{sandbox_id.hex}/deliver",
-            {"channel": channel, "data": bytes(data)},
-        )
+        path = f"/v1/sandboxes/{sandbox_id.hex}/deliver"
+        await self._send("POST", path, DeliverBody(bytes(data), channel))
 
     async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
         self._check_requester(requester)
-        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/kill", {})
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/kill", Accepted())
 
     async def wait(
         self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
@@ -339,14 +319,16 @@ class Client:
                 else max(0.0, min(_MAX_POLL, deadline - time.monotonic()))
             )
             try:
-                reply = await self._send(
-                    "GET", f"/v1/sandboxes/{sandbox_id.hex}/wait", query={"timeout": f"{left:.3f}"}
+                return await self._send(
+                    "GET",
+                    f"/v1/sandboxes/{sandbox_id.hex}/wait",
+                    None,
+                    ExecResult,
+                    query={"timeout": f"{left:.3f}"},
                 )
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
-                continue
-            return _result(reply)
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
         self._check_requester(requester)
@@ -356,18 +338,8 @@ class Client:
         self, sandbox_id: Hash256, requester: AgentId | None = None
     ) -> tuple[HostCall, ...]:
         self._check_requester(requester)
-        reply = await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}/io")
-        return tuple(
-            HostCall(
-                c["ticks_used"],
-                c["channel"],
-                bytes(c["request"]),
-                bytes(c["reply"]),
-                c["status"],
-                c["delivered"],
-            )
-            for c in reply["calls"]
-        )
+        path = f"/v1/sandboxes/{sandbox_id.hex}/io"
+        return (await self._send("GET", path, None, HostCalls)).calls
 
     async def output(
         self, sandbox_id: Hash256, requester: AgentId | None = None, *, offset: int = 0
@@ -381,25 +353,32 @@ class Client:
         self._check_requester(requester)
         chunks: list[bytes] = []
         while True:
-            reply = await self._send(
-                "GET", f"/v1/sandboxes/{sandbox_id.hex}/output", query={"offset": offset}
+            chunk = await self._send(
+                "GET",
+                f"/v1/sandboxes/{sandbox_id.hex}/output",
+                None,
+                OutputChunk,
+                query={"offset": offset},
             )
-            chunks.append(bytes(reply["data"]))
-            offset = int(reply["next_offset"])
-            if offset >= int(reply["length"]) or not reply["data"]:
+            chunks.append(chunk.data)
+            offset = chunk.next_offset
+            if offset >= chunk.length or not chunk.data:
                 return b"".join(chunks)
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId | None = None) -> RunRecord:
         self._check_requester(requester)
-        reply = await self._send("GET", f"/v1/sandboxes/{sandbox_id.hex}/record")
-        return RunRecord.from_bytes(bytes(reply["record"]))
+        path = f"/v1/sandboxes/{sandbox_id.hex}/record"
+        return RunRecord.from_bytes((await self._send("GET", path, None, RunRecordView)).record)
 
     async def request_proof(
         self, sandbox_id: Hash256, requester: AgentId | None = None
     ) -> ExecutionProof:
         self._check_requester(requester)
-        reply = await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/proof", {})
-        return ExecutionProof.from_bytes(bytes(reply["proof"]))
+        path = f"/v1/sandboxes/{sandbox_id.hex}/proof"
+        result = await self._send("POST", path, Accepted(), ProofResult)
+        if isinstance(result.proof, msgspec.UnsetType):
+            raise RemoteError(500, 0x05FF, "Internal", "the server sent no proof", {})
+        return ExecutionProof.from_bytes(result.proof)
 
     async def grant(
         self,
@@ -409,8 +388,8 @@ class Client:
         operations: Iterable[Operation],
     ) -> None:
         self._check_requester(requester)
-        values = {"agent": agent.raw, "operations": [operation.value for operation in operations]}
-        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/grants", values)
+        body = GrantBody(agent, tuple(operations))
+        await self._send("POST", f"/v1/sandboxes/{sandbox_id.hex}/grants", body)
 
     async def revoke(self, sandbox_id: Hash256, requester: AgentId | None, agent: AgentId) -> None:
         self._check_requester(requester)
@@ -420,24 +399,17 @@ class Client:
         self, program_id: Hash256, imports: Sequence[Import], requester: AgentId | None = None
     ) -> Hash256:
         self._check_requester(requester)
-        values = {
-            "program": program_id.raw,
-            "imports": [
-                {"from": entry.from_.raw, "symbols": list(entry.symbols)} for entry in imports
-            ],
-        }
-        reply = await self._send("POST", "/v1/link", values)
-        return _hash(reply["resolved"])
+        body = LinkResolve(program_id, tuple(imports))
+        return (await self._send("POST", "/v1/link", body, LinkResult)).resolved
 
     async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
         """Operator only (the server refuses any other agent)."""
         given = (
             None
             if allowances is None
-            else [{"agent": a.raw, "ticks": t} for a, t in allowances.items()]
+            else tuple(Allowance(agent, ticks) for agent, ticks in allowances.items())
         )
-        reply = await self._send("POST", "/v1/cycles", {"allowances": given})
-        return int(reply["cycle"])
+        return (await self._send("POST", "/v1/cycles", CycleBody(given), CycleStarted)).cycle
 
     # ------------------------------------------------------------------ messages and events
 
@@ -456,8 +428,8 @@ class Client:
 
     async def mailbox(self, timeout: float = 0.0) -> list[Envelope]:
         """Envelopes the engine sent this agent later (EXEC_RESULT, PROOF_RESULT)."""
-        reply = await self._send("GET", "/v1/mailbox", query={"timeout": f"{timeout:.3f}"})
-        return [Envelope.decode(pack(values)) for values in reply["envelopes"]]
+        query = {"timeout": f"{timeout:.3f}"}
+        return list((await self._send("GET", "/v1/mailbox", None, _Mail, query=query)).envelopes)
 
     async def subscribe(
         self,

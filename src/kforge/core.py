@@ -18,19 +18,24 @@ from typing import Any, ClassVar, Final
 __all__ = [
     "DATA_DIR_ENVIRONMENT",
     "AgentId",
+    "AmbiguousField",
+    "EngineNotOpen",
     "ErrorCategory",
     "EventKind",
     "ForgeError",
     "Hash256",
     "Internal",
     "InvalidProgram",
+    "InvalidRequest",
     "InvalidState",
     "KingdomError",
     "MemoryQuotaExceeded",
     "MessageCode",
+    "NotSupported",
     "PermissionDenied",
     "SandboxNotFound",
     "ServiceNotFound",
+    "StateCorrupted",
     "TooManySandboxes",
     "UnresolvedSymbol",
     "VaultFetchFailed",
@@ -50,17 +55,49 @@ def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "kforge"
 
 
-@dataclass(frozen=True, slots=True, order=True)
 class Hash256:
-    """A 32-byte content hash or identifier; its text form is 64 lower-case hex digits."""
+    """A 32-byte content hash or identifier; its text form is 64 lower-case hex digits.
 
-    raw: bytes
+    Immutable, hashable and ordered by its bytes.  A plain class rather than a
+    dataclass, so the wire codecs (:mod:`kforge.wire`) carry it as 32 raw bytes
+    (msgpack) or 64 hex digits (JSON) instead of as a record.
+    """
+
+    __slots__ = ("raw",)
 
     SIZE: ClassVar[int] = 32
+    raw: bytes
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.raw, bytes) or len(self.raw) != self.SIZE:
+    def __init__(self, raw: bytes) -> None:
+        if not isinstance(raw, bytes) or len(raw) != self.SIZE:
             raise ValueError(f"{type(self).__name__} needs exactly 32 bytes")
+        object.__setattr__(self, "raw", raw)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Hash256):
+            return self.raw == other.raw
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __lt__(self, other: Hash256) -> bool:
+        return self.raw < other.raw
+
+    def __le__(self, other: Hash256) -> bool:
+        return self.raw <= other.raw
+
+    def __gt__(self, other: Hash256) -> bool:
+        return self.raw > other.raw
+
+    def __ge__(self, other: Hash256) -> bool:
+        return self.raw >= other.raw
+
+    def __reduce__(self) -> tuple[type[Hash256], tuple[bytes]]:
+        return (type(self), (self.raw,))
 
     @classmethod
     def of(cls, data: bytes) -> Hash256:
@@ -88,9 +125,10 @@ class Hash256:
         return f"{type(self).__name__}({self.raw.hex()[:16]}…)"
 
 
-@dataclass(frozen=True, slots=True, order=True, repr=False)
 class AgentId(Hash256):
     """The 32-byte identity of an agent (an ed25519 public key in the Kingdom)."""
+
+    __slots__ = ()
 
 
 class ErrorCategory(Enum):
@@ -149,12 +187,15 @@ class EventKind(IntEnum):
 class ForgeError(Exception):
     """A host-side error of the Forge engine (seed §10).
 
-    Each subclass fixes the ``KingdomError`` category and code it maps to.
-    Guest faults are not errors: they are machine state (see ``kforge.isa.FaultCode``).
+    Each subclass fixes, as class facts, the ``KingdomError`` category and code
+    it maps to and the HTTP status the server answers it with; nothing chooses
+    them from the message text.  Guest faults are not errors: they are machine
+    state (see ``kforge.isa.FaultCode``).
     """
 
     category: ClassVar[ErrorCategory] = ErrorCategory.INTERNAL
     code: ClassVar[int] = 0x05FF
+    http_status: ClassVar[int] = 500
 
     def to_kingdom_error(self, context: dict[bytes, bytes] | None = None) -> KingdomError:
         """The ``KingdomError`` this error becomes on the wire."""
@@ -164,6 +205,7 @@ class ForgeError(Exception):
 class SandboxNotFound(ForgeError):
     category = ErrorCategory.NOT_FOUND
     code = 0x0500
+    http_status = 404
 
     def __init__(self, sandbox_id: Hash256) -> None:
         super().__init__(f"sandbox not found: {sandbox_id}")
@@ -173,6 +215,7 @@ class SandboxNotFound(ForgeError):
 class ServiceNotFound(ForgeError):
     category = ErrorCategory.NOT_FOUND
     code = 0x0500
+    http_status = 404
 
     def __init__(self, service_id: Hash256) -> None:
         super().__init__(f"service not found: {service_id}")
@@ -182,6 +225,7 @@ class ServiceNotFound(ForgeError):
 class InvalidState(ForgeError):
     category = ErrorCategory.CONFLICT
     code = 0x0501
+    http_status = 409
 
     def __init__(self, state: Any, operation: str = "operation") -> None:
         name = getattr(state, "name", str(state))
@@ -193,6 +237,7 @@ class InvalidState(ForgeError):
 class PermissionDenied(ForgeError):
     category = ErrorCategory.UNAUTHORIZED
     code = 0x0502
+    http_status = 403
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"permission denied: {reason}")
@@ -204,6 +249,7 @@ class InvalidProgram(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"program validation failed: {reason}")
@@ -226,6 +272,7 @@ def show_name(raw: bytes) -> str:
 class UnresolvedSymbol(ForgeError):
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, symbol: bytes) -> None:
         super().__init__(f"link resolution failed: unresolved symbol {show_name(symbol)}")
@@ -233,8 +280,11 @@ class UnresolvedSymbol(ForgeError):
 
 
 class MemoryQuotaExceeded(ForgeError):
+    """Asking for less memory fits; asking again for the same does not (422)."""
+
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 422
 
     def __init__(self, requested: int, max: int) -> None:
         super().__init__(f"memory quota exceeded: requested {requested}, max {max}")
@@ -245,6 +295,7 @@ class MemoryQuotaExceeded(ForgeError):
 class TooManySandboxes(ForgeError):
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 429
 
     def __init__(self, detail: str = "") -> None:
         message = "max concurrent sandboxes exceeded"
@@ -252,8 +303,11 @@ class TooManySandboxes(ForgeError):
 
 
 class VaultFetchFailed(ForgeError):
+    """An object the vault does not hold (or holds damaged)."""
+
     category = ErrorCategory.INTERNAL
     code = 0x0505
+    http_status = 404
 
     def __init__(self, object_id: Hash256, reason: str = "") -> None:
         message = f"vault fetch failed for object {object_id}"
@@ -265,7 +319,69 @@ class VaultFetchFailed(ForgeError):
 class Internal(ForgeError):
     category = ErrorCategory.INTERNAL
     code = 0x05FF
+    http_status = 500
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"internal error: {reason}")
         self.reason = reason
+
+
+class NotSupported(Internal):
+    """An operation this engine does not offer."""
+
+    http_status = 501
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is not supported")
+        self.what = what
+
+
+class EngineNotOpen(Internal):
+    """The engine is not (or no longer) running: use it inside ``async with``."""
+
+    http_status = 503
+
+    def __init__(self, status: str) -> None:
+        super().__init__(f"the engine is {status}: use it inside 'async with'")
+        self.status = status
+
+
+class InvalidRequest(ForgeError):
+    """A request, envelope or payload that does not meet its schema.
+
+    ``field`` names the offending field (``"memory_quota"``,
+    ``"envelope.sender"``, ``"imports[2].from"``); ``reason`` says what is wrong.
+    """
+
+    category = ErrorCategory.INVALID_REQUEST
+    code = 0x0506
+    http_status = 400
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"invalid request: field {field!r}: {reason}")
+        self.field = field
+        self.reason = reason
+
+    def to_kingdom_error(self, context: dict[bytes, bytes] | None = None) -> KingdomError:
+        merged = {b"field": self.field.encode()}
+        merged.update(context or {})
+        return super().to_kingdom_error(merged)
+
+
+class AmbiguousField(InvalidRequest):
+    """A field given in more than one encoding (``input`` and ``input_hex``), or unreadable in
+    the one it names: the server guesses nothing (422)."""
+
+    http_status = 422
+
+
+class StateCorrupted(Internal):
+    """Durable state that does not read back as it was written (a damaged or rewritten row).
+
+    ``where`` names the store and the row; ``reason`` what failed.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where} is damaged: {reason}")
+        self.where = where
+        self.damage = reason

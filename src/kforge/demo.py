@@ -23,7 +23,7 @@ from pathlib import Path
 from kforge.cli import load_program, main
 from kforge.machine import Machine
 from kforge.terminal import paint
-from kforge.tiers import run_on_tier
+from kforge.tiers import TierRunner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 INPUTS = {"echo": "ping", "reverse": "stressed", "checksum": "Wikipedia"}
@@ -91,7 +91,8 @@ def _compare_tiers(built: dict[str, Path]) -> None:
     for tier in ("reference", "fast"):
         machine = Machine.load(program)
         started = time.perf_counter()
-        run_on_tier(machine, tier)
+        with TierRunner(tier) as runner:
+            runner.run(machine)
         elapsed = time.perf_counter() - started
         rate = machine.ticks_used / elapsed / 1e6
         print(

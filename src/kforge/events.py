@@ -33,7 +33,6 @@ __all__ = [
     "Subscription",
     "SubscriptionClosed",
     "event_kind",
-    "to_wire",
 ]
 
 
@@ -98,17 +97,6 @@ EVENT_FIELDS: Final[dict[AnyEventKind, tuple[str, ...]]] = {
 }
 
 
-def to_wire(value: Any) -> Any:
-    """``value`` with every ``Hash256`` as its 32 raw bytes, ready for msgpack."""
-    if isinstance(value, Hash256):
-        return value.raw
-    if isinstance(value, Mapping):
-        return {to_wire(key): to_wire(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_wire(item) for item in value]
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class Event:
     """One published event.
@@ -131,10 +119,10 @@ class Event:
             {
                 "seq": self.seq,
                 "kind": int(self.kind),
-                "sandbox_id": to_wire(self.sandbox_id),
-                "owner": to_wire(self.owner),
+                "sandbox_id": self.sandbox_id,
+                "owner": self.owner,
                 "timestamp_ms": self.timestamp_ms,
-                "payload": to_wire(dict(self.payload)),
+                "payload": dict(self.payload),
             }
         )
 

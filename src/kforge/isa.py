@@ -9,6 +9,7 @@ all driven from here, so nothing else restates these facts.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Final
@@ -27,12 +28,15 @@ __all__ = [
     "Channel",
     "ChannelDirection",
     "FaultCode",
+    "FlagEffect",
     "Instruction",
     "OpInfo",
+    "OpKind",
     "Opcode",
     "Operand",
     "decode_instruction",
     "encode_instruction",
+    "opcodes_where",
     "tick_cost",
 ]
 
@@ -82,6 +86,21 @@ class Opcode(IntEnum):
     BUDGET = 0x71
 
 
+class FaultCode(IntEnum):
+    """Why a machine stopped in FAULTED: guest-side, part of the machine's state."""
+
+    OUT_OF_TICKS = 0x01  # the next instruction's cost exceeds the remaining budget
+    OUT_OF_MEMORY = 0x02  # a SEND would make the host hold more than the memory quota
+    DIVIDE_BY_ZERO = 0x03  # DIV or MOD with a zero divisor
+    INVALID_ADDRESS = 0x04  # memory range outside the quota, or pc / target outside the code
+    INVALID_INSTRUCTION = 0x05  # an unknown opcode was executed
+    STACK_OVERFLOW = 0x06  # PUSH or CALL below heap_start
+    STACK_UNDERFLOW = 0x07  # POP or RET above stack_start
+    CHANNEL_ERROR = 0x08  # bad channel number, reserved channel, wrong direction, message too big
+    PERMISSION_DENIED = 0x09  # a channel the sandbox was not granted
+    USER_FAULT = 0xFF  # the FAULT instruction; its immediate is the user's code
+
+
 class Operand(Enum):
     """One operand in assembly order; ``field`` is the instruction field it fills."""
 
@@ -101,19 +120,77 @@ class Operand(Enum):
         return self.field != "imm"
 
 
+class OpKind(Enum):
+    """What an instruction does, in the terms the fast tier's compiler plans by."""
+
+    ARITHMETIC = "arithmetic"  # ADD SUB MUL DIV MOD NEG
+    LOGIC = "logic"  # AND OR XOR NOT SHL SHR
+    MEMORY = "memory"  # LOAD STORE LOADW STOREW
+    STACK = "stack"  # PUSH POP
+    JUMP = "jump"  # JMP and the conditional jumps: a static target in imm
+    CALL = "call"  # a static target in imm, and a return address pushed
+    RETURN = "return"  # a dynamic target popped from the stack
+    IMMEDIATE = "immediate"  # LI
+    STOP = "stop"  # HALT FAULT: the machine ends
+    NOTHING = "nothing"  # NOP
+    CHANNEL = "channel"  # SEND RECV POLL: run by the host (the reference interpreter) only
+    YIELD = "yield"  # TICK: a scheduling point
+    METER = "meter"  # BUDGET: reads the tick counter
+
+
+class FlagEffect(Enum):
+    """How an instruction changes the flags (the rules are ``kforge.machine``'s flag functions)."""
+
+    NONE = "none"  # leaves zero, carry and overflow as they are
+    ARITHMETIC = "arithmetic"  # sets zero, carry and overflow from the operation
+    LOGIC = "logic"  # sets zero from the result, clears carry and overflow
+
+
 @dataclass(frozen=True, slots=True)
 class OpInfo:
-    """What the table knows of one opcode."""
+    """What the table knows of one opcode.
+
+    ``faults`` are the faults executing it can raise besides ``OUT_OF_TICKS``,
+    which any instruction can.
+    """
 
     opcode: Opcode
     mnemonic: str
     operands: tuple[Operand, ...]
     ticks: int
+    kind: OpKind
+    flags: FlagEffect = FlagEffect.NONE
+    faults: frozenset[FaultCode] = frozenset()
 
     @property
     def fields(self) -> frozenset[str]:
         """The instruction fields this opcode uses; the others must be zero."""
         return frozenset(operand.field for operand in self.operands)
+
+    @property
+    def is_host(self) -> bool:
+        """Whether only the host runs it (channels): compiled code hands it back."""
+        return self.kind is OpKind.CHANNEL
+
+    @property
+    def has_static_target(self) -> bool:
+        """Whether ``imm`` holds an instruction index control may go to."""
+        return Operand.TARGET in self.operands
+
+    @property
+    def ends_block(self) -> bool:
+        """Whether control may leave the straight line after it (or it ends the machine)."""
+        return self.kind in _BLOCK_ENDING
+
+    @property
+    def may_fault_inside(self) -> bool:
+        """Whether it can fault without ending its basic block (so flags before it are seen)."""
+        return bool(self.faults) and not self.ends_block and not self.is_host
+
+
+_BLOCK_ENDING: Final = frozenset(
+    {OpKind.JUMP, OpKind.CALL, OpKind.RETURN, OpKind.STOP, OpKind.YIELD}
+)
 
 
 _R, _S1, _S2, _I, _T, _C = (
@@ -125,44 +202,66 @@ _R, _S1, _S2, _I, _T, _C = (
     Operand.CHANNEL,
 )
 
+_K, _NO = OpKind, FlagEffect.NONE
+_ARITH, _LOGIC = FlagEffect.ARITHMETIC, FlagEffect.LOGIC
+_DIVIDE = frozenset({FaultCode.DIVIDE_BY_ZERO})
+_ADDRESS = frozenset({FaultCode.INVALID_ADDRESS})
+_OVERFLOW = frozenset({FaultCode.STACK_OVERFLOW})
+_UNDERFLOW = frozenset({FaultCode.STACK_UNDERFLOW})
+_USER = frozenset({FaultCode.USER_FAULT})
+_CHANNEL = frozenset(
+    {
+        FaultCode.CHANNEL_ERROR,
+        FaultCode.PERMISSION_DENIED,
+        FaultCode.INVALID_ADDRESS,
+        FaultCode.OUT_OF_MEMORY,
+    }
+)
+
 OPCODES: Final[dict[int, OpInfo]] = {
     info.opcode: info
     for info in (
-        OpInfo(Opcode.ADD, "ADD", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.SUB, "SUB", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.MUL, "MUL", (_R, _S1, _S2), 2),
-        OpInfo(Opcode.DIV, "DIV", (_R, _S1, _S2), 2),
-        OpInfo(Opcode.MOD, "MOD", (_R, _S1, _S2), 2),
-        OpInfo(Opcode.NEG, "NEG", (_R, _S1), 1),
-        OpInfo(Opcode.AND, "AND", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.OR, "OR", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.XOR, "XOR", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.NOT, "NOT", (_R, _S1), 1),
-        OpInfo(Opcode.SHL, "SHL", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.SHR, "SHR", (_R, _S1, _S2), 1),
-        OpInfo(Opcode.LOAD, "LOAD", (_R, _S1, _I), 1),
-        OpInfo(Opcode.STORE, "STORE", (_S1, _S2, _I), 1),
-        OpInfo(Opcode.LOADW, "LOADW", (_R, _S1, _I), 1),
-        OpInfo(Opcode.STOREW, "STOREW", (_S1, _S2, _I), 1),
-        OpInfo(Opcode.PUSH, "PUSH", (_S1,), 1),
-        OpInfo(Opcode.POP, "POP", (_R,), 1),
-        OpInfo(Opcode.JMP, "JMP", (_T,), 1),
-        OpInfo(Opcode.JZ, "JZ", (_S1, _T), 1),
-        OpInfo(Opcode.JNZ, "JNZ", (_S1, _T), 1),
-        OpInfo(Opcode.JLT, "JLT", (_S1, _S2, _T), 1),
-        OpInfo(Opcode.CALL, "CALL", (_T,), 2),
-        OpInfo(Opcode.RET, "RET", (), 2),
-        OpInfo(Opcode.LI, "LI", (_R, _I), 1),
-        OpInfo(Opcode.HALT, "HALT", (), 1),
-        OpInfo(Opcode.FAULT, "FAULT", (_I,), 1),
-        OpInfo(Opcode.NOP, "NOP", (), 1),
-        OpInfo(Opcode.SEND, "SEND", (_C, _S1, _S2), 3),
-        OpInfo(Opcode.RECV, "RECV", (_C, _R, _S1, _S2), 3),
-        OpInfo(Opcode.POLL, "POLL", (_C, _R), 1),
-        OpInfo(Opcode.TICK, "TICK", (), 1),
-        OpInfo(Opcode.BUDGET, "BUDGET", (_R,), 1),
+        OpInfo(Opcode.ADD, "ADD", (_R, _S1, _S2), 1, _K.ARITHMETIC, _ARITH),
+        OpInfo(Opcode.SUB, "SUB", (_R, _S1, _S2), 1, _K.ARITHMETIC, _ARITH),
+        OpInfo(Opcode.MUL, "MUL", (_R, _S1, _S2), 2, _K.ARITHMETIC, _ARITH),
+        OpInfo(Opcode.DIV, "DIV", (_R, _S1, _S2), 2, _K.ARITHMETIC, _LOGIC, _DIVIDE),
+        OpInfo(Opcode.MOD, "MOD", (_R, _S1, _S2), 2, _K.ARITHMETIC, _LOGIC, _DIVIDE),
+        OpInfo(Opcode.NEG, "NEG", (_R, _S1), 1, _K.ARITHMETIC, _ARITH),
+        OpInfo(Opcode.AND, "AND", (_R, _S1, _S2), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.OR, "OR", (_R, _S1, _S2), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.XOR, "XOR", (_R, _S1, _S2), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.NOT, "NOT", (_R, _S1), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.SHL, "SHL", (_R, _S1, _S2), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.SHR, "SHR", (_R, _S1, _S2), 1, _K.LOGIC, _LOGIC),
+        OpInfo(Opcode.LOAD, "LOAD", (_R, _S1, _I), 1, _K.MEMORY, _NO, _ADDRESS),
+        OpInfo(Opcode.STORE, "STORE", (_S1, _S2, _I), 1, _K.MEMORY, _NO, _ADDRESS),
+        OpInfo(Opcode.LOADW, "LOADW", (_R, _S1, _I), 1, _K.MEMORY, _NO, _ADDRESS),
+        OpInfo(Opcode.STOREW, "STOREW", (_S1, _S2, _I), 1, _K.MEMORY, _NO, _ADDRESS),
+        OpInfo(Opcode.PUSH, "PUSH", (_S1,), 1, _K.STACK, _NO, _OVERFLOW),
+        OpInfo(Opcode.POP, "POP", (_R,), 1, _K.STACK, _NO, _UNDERFLOW),
+        OpInfo(Opcode.JMP, "JMP", (_T,), 1, _K.JUMP, _NO, _ADDRESS),
+        OpInfo(Opcode.JZ, "JZ", (_S1, _T), 1, _K.JUMP, _NO, _ADDRESS),
+        OpInfo(Opcode.JNZ, "JNZ", (_S1, _T), 1, _K.JUMP, _NO, _ADDRESS),
+        OpInfo(Opcode.JLT, "JLT", (_S1, _S2, _T), 1, _K.JUMP, _NO, _ADDRESS),
+        OpInfo(Opcode.CALL, "CALL", (_T,), 2, _K.CALL, _NO, _ADDRESS | _OVERFLOW),
+        OpInfo(Opcode.RET, "RET", (), 2, _K.RETURN, _NO, _ADDRESS | _UNDERFLOW),
+        OpInfo(Opcode.LI, "LI", (_R, _I), 1, _K.IMMEDIATE),
+        OpInfo(Opcode.HALT, "HALT", (), 1, _K.STOP),
+        OpInfo(Opcode.FAULT, "FAULT", (_I,), 1, _K.STOP, _NO, _USER),
+        OpInfo(Opcode.NOP, "NOP", (), 1, _K.NOTHING),
+        OpInfo(Opcode.SEND, "SEND", (_C, _S1, _S2), 3, _K.CHANNEL, _NO, _CHANNEL),
+        OpInfo(Opcode.RECV, "RECV", (_C, _R, _S1, _S2), 3, _K.CHANNEL, _NO, _CHANNEL),
+        OpInfo(Opcode.POLL, "POLL", (_C, _R), 1, _K.CHANNEL, _NO, _CHANNEL),
+        OpInfo(Opcode.TICK, "TICK", (), 1, _K.YIELD),
+        OpInfo(Opcode.BUDGET, "BUDGET", (_R,), 1, _K.METER),
     )
 }
+
+
+def opcodes_where(test: Callable[[OpInfo], bool]) -> frozenset[Opcode]:
+    """The opcodes whose table entry passes ``test`` (for the fast tier's plans)."""
+    return frozenset(info.opcode for info in OPCODES.values() if test(info))
+
 
 OPCODE_BY_MNEMONIC: Final[dict[str, OpInfo]] = {info.mnemonic: info for info in OPCODES.values()}
 
@@ -175,21 +274,6 @@ _COSTS: Final[tuple[int, ...]] = tuple(
 def tick_cost(opcode: int) -> int:
     """Ticks charged for executing ``opcode`` (unknown opcodes cost 1)."""
     return _COSTS[opcode]
-
-
-class FaultCode(IntEnum):
-    """Why a machine stopped in FAULTED: guest-side, part of the machine's state."""
-
-    OUT_OF_TICKS = 0x01  # the next instruction's cost exceeds the remaining budget
-    OUT_OF_MEMORY = 0x02  # a SEND would make the host hold more than the memory quota
-    DIVIDE_BY_ZERO = 0x03  # DIV or MOD with a zero divisor
-    INVALID_ADDRESS = 0x04  # memory range outside the quota, or pc / target outside the code
-    INVALID_INSTRUCTION = 0x05  # an unknown opcode was executed
-    STACK_OVERFLOW = 0x06  # PUSH or CALL below heap_start
-    STACK_UNDERFLOW = 0x07  # POP or RET above stack_start
-    CHANNEL_ERROR = 0x08  # bad channel number, reserved channel, wrong direction, message too big
-    PERMISSION_DENIED = 0x09  # a channel the sandbox was not granted
-    USER_FAULT = 0xFF  # the FAULT instruction; its immediate is the user's code
 
 
 class ChannelDirection(Enum):

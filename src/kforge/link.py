@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
+
 from kforge.core import (
     ForgeError,
     Hash256,
@@ -46,6 +48,7 @@ from kforge.core import (
 )
 from kforge.isa import OPCODES, WORD_MASK, Instruction
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
+from kforge.wire import Schema
 
 __all__ = [
     "DATA_ALIGNMENT",
@@ -71,21 +74,21 @@ _CODE, _DATA, _SYMBOL = RelocationKind.CODE, RelocationKind.DATA, RelocationKind
 _RELOCATION_OF_SYMBOL: Final = {SymbolKind.CODE: _CODE, SymbolKind.DATA: _DATA}
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
-    """Symbols to take from one dependency (seed §3.9): its program id and the names."""
+class Import(Schema, frozen=True):
+    """Symbols to take from one dependency (seed §3.9): its program id and the names.
 
-    from_: Hash256
+    On the wire (``LINK_RESOLVE``, ``CreateSandbox.imports``) ``from_`` is named ``from``.
+    """
+
+    from_: Hash256 = msgspec.field(name="from")
     symbols: tuple[bytes, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.from_, Hash256):
             raise TypeError(f"Import.from_ must be a Hash256, got {type(self.from_).__name__}")
-        symbols = tuple(self.symbols)
-        for name in symbols:
+        for name in self.symbols:
             if not isinstance(name, bytes):
                 raise TypeError(f"Import symbol names must be bytes, got {type(name).__name__}")
-        object.__setattr__(self, "symbols", symbols)
 
 
 def link_cost(imports: Sequence[Import]) -> int:

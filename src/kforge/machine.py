@@ -10,6 +10,11 @@ behind, because every check comes before the first write.
 The machine knows nothing of engines, buses or storage: the host creates it,
 delivers inbound messages between slices, takes outbound messages, and reads
 its state.
+
+Why one module of this length: it is the specification in code, read top to
+bottom like ``docs/spec.md``: the state, the one execution loop and one short
+handler per instruction, whose shared checks (``_memory_range``, ``_channel``,
+the flag rules) would only be harder to follow if split across files.
 """
 
 from __future__ import annotations
@@ -183,11 +188,14 @@ class Machine:
     grants: frozenset[int]
     message_limit: int
     inbound: dict[int, list[bytes]]
-    outbound: list[tuple[int, bytes]]
+    # Performance note: the output buffers and the logs below start as shared empty
+    # immutables and become a list or bytearray on first use: an idle sandbox must
+    # stay small (the seed's budget is under 1 KB beyond its memory and registers).
+    outbound: list[tuple[int, bytes]] | tuple[()]
     held_bytes: int
-    stdout: bytearray
-    stderr: bytearray
-    deliveries: list[Delivery]
+    stdout: bytearray | bytes
+    stderr: bytearray | bytes
+    deliveries: list[Delivery] | tuple[()]
     state: MachineState
     fault: FaultCode | None
     fault_detail: int | None
@@ -243,11 +251,11 @@ class Machine:
         machine.message_limit = message_limit
         # Performance note: plain lists, not deques: an idle machine must stay small.
         machine.inbound = {Channel.STDIN: [bytes(input)]}
-        machine.outbound = []
+        machine.outbound = ()
         machine.held_bytes = 0
-        machine.stdout = bytearray()
-        machine.stderr = bytearray()
-        machine.deliveries = []
+        machine.stdout = b""
+        machine.stderr = b""
+        machine.deliveries = ()
         machine.state = MachineState.READY
         machine.fault = None
         machine.fault_detail = None
@@ -340,6 +348,8 @@ class Machine:
             raise PermissionDenied(f"channel {channel} is not granted to this sandbox")
         data = bytes(data)
         self.inbound.setdefault(channel, []).append(data)
+        if isinstance(self.deliveries, tuple):
+            self.deliveries = []
         self.deliveries.append(Delivery(self.ticks_used, channel, data))
         if self.state is MachineState.BLOCKED and self.blocked_channel == channel:
             self.state = MachineState.RUNNING
@@ -348,7 +358,7 @@ class Machine:
     def take_outbound(self) -> list[tuple[int, bytes]]:
         """Remove and return the pending messages the sandbox sent on channels 3..7."""
         taken = list(self.outbound)
-        self.outbound.clear()
+        self.outbound = ()
         self.held_bytes -= sum(len(data) for _, data in taken)
         return taken
 
@@ -395,10 +405,10 @@ class Machine:
         twin.memory = allocate_memory(self.memory_quota)
         twin.memory[:] = self.memory
         twin.inbound = {channel: list(queue) for channel, queue in self.inbound.items()}
-        twin.outbound = list(self.outbound)
-        twin.stdout = bytearray(self.stdout)
-        twin.stderr = bytearray(self.stderr)
-        twin.deliveries = list(self.deliveries)
+        twin.outbound = list(self.outbound) if self.outbound else ()
+        twin.stdout = bytearray(self.stdout) if self.stdout else b""
+        twin.stderr = bytearray(self.stderr) if self.stderr else b""
+        twin.deliveries = list(self.deliveries) if self.deliveries else ()
         return twin
 
 
@@ -871,12 +881,21 @@ def op_send(m: Machine, insn: Instruction) -> None:
     message = bytes(m.memory[address : address + length])
     m.held_bytes += length
     if channel == Channel.STDOUT:
-        m.stdout += message
+        m.stdout = _grown(m.stdout, message)
     elif channel == Channel.STDERR:
-        m.stderr += message
+        m.stderr = _grown(m.stderr, message)
     else:
+        if isinstance(m.outbound, tuple):
+            m.outbound = []
         m.outbound.append((channel, message))
     m.pc += 1
+
+
+def _grown(buffer: bytearray | bytes, message: bytes) -> bytearray:
+    """``buffer`` with ``message`` appended in place (a bytearray from the first write on)."""
+    grown = buffer if isinstance(buffer, bytearray) else bytearray(buffer)
+    grown += message
+    return grown
 
 
 def op_recv(m: Machine, insn: Instruction) -> None:

@@ -212,15 +212,18 @@ def _nothing() -> None:
 def _run_to_stop(machine: Machine, tier: str, after_slice: Callable[[], None]) -> None:
     """Run until the machine halts, faults or blocks, calling ``after_slice`` now and then."""
     from kforge.machine import MachineState
-    from kforge.tiers import run_on_tier
+    from kforge.tiers import TierRunner
 
     running = (MachineState.READY, MachineState.RUNNING)
     if tier == "auto":
         machine.run(_INTERPRETED_FIRST_TICKS)
         after_slice()
-    while machine.state in running:
-        run_on_tier(machine, tier, max_ticks=_SLICE_TICKS)
-        after_slice()
+    if machine.state not in running:
+        return
+    with TierRunner(tier) as runner:
+        while machine.state in running:
+            runner.run(machine, _SLICE_TICKS)
+            after_slice()
 
 
 def _stop_line(machine: Machine) -> str | None:

@@ -52,6 +52,10 @@ __all__ = ["SHORT_ID_DIGITS", "add_commands", "short_id"]
 #: Digits of a sandbox id shown to people (as git and docker shorten theirs).
 SHORT_ID_DIGITS: Final = 12
 _POLL_SECONDS: Final = 0.002
+#: The defaults of ``--memory`` and ``--ticks`` (kforge.cli.options): with a preset, a
+#: value equal to its default is taken as not given.
+_DEFAULT_MEMORY: Final = 65_536
+_DEFAULT_TICKS: Final = 1_000_000
 _HEX_PREFIX: Final = re.compile(r"[0-9a-f]{1,64}")
 
 _Action = Callable[["Engine", "AgentId", argparse.Namespace], Awaitable[int]]
@@ -73,11 +77,13 @@ def add_commands(subparsers: Any) -> None:
     create = action("create", "create a sandbox from a program; prints its id", _create)
     create.add_argument("file", help="assembly text or FRGP bytes")
     add_machine_options(create)
+    _add_preset(create)
     create.add_argument("--persistent", action="store_true", help="survives across cycles")
 
     run = action("run", "create a sandbox and run it until it stops or blocks", _create_and_run)
     run.add_argument("file", help="assembly text or FRGP bytes")
     add_machine_options(run)
+    _add_preset(run)
 
     for name, help_text, handler in (
         ("start", "start a sandbox; show its output until it stops or blocks", _start),
@@ -102,6 +108,15 @@ def add_commands(subparsers: Any) -> None:
     deliver.add_argument("--file", help="take the message from this file (- for stdin)")
 
     action("list", "list this agent's sandboxes", _list)
+
+
+def _add_preset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=("minimal", "standard", "generous"),
+        help="take the preset's memory, ticks, deadline and grants for those not given "
+        "(--memory and --ticks at their defaults count as not given)",
+    )
 
 
 def _sandbox_argument(parser: argparse.ArgumentParser) -> None:
@@ -152,7 +167,7 @@ def _run(handler: _Action, args: Any) -> int:
 
     async def main() -> int:
         owner = AgentId(load_or_create_key(args.data_dir).public_raw)
-        async with Engine(data_dir=args.data_dir, durable=True) as engine:
+        async with Engine(data_dir=args.data_dir, durable=True, standalone=True) as engine:
             if isinstance(getattr(args, "sandbox", None), str):
                 args.sandbox = await _resolve(engine, owner, args.sandbox)
             return await handler(engine, owner, args)
@@ -197,26 +212,19 @@ async def _settle(
 
 
 def _info_values(info: SandboxInfo) -> dict[str, Any]:
-    return {
-        "sandbox": info.id.hex,
-        "state": info.state.value,
-        "ticks_used": info.ticks_used,
-        "ticks_remaining": info.ticks_remaining,
-        "memory_used": info.memory_used,
-        "memory_quota": info.memory_quota,
-        "blocked_channel": info.blocked_channel,
-    }
+    """The status in the API's JSON form (``kforge.wire``: ids as hex, bytes as ``name_hex``)."""
+    from kforge.wire import json_value
+
+    values: dict[str, Any] = json_value(info)
+    return values
 
 
 def _result_values(result: ExecResult) -> dict[str, Any]:
-    return {
-        "sandbox": result.sandbox_id.hex,
-        "state": result.state.value,
-        "ticks_used": result.ticks_used,
-        "fault": result.fault.name if result.fault is not None else None,
-        "fault_detail": result.fault_detail,
-        "output_hex": result.output.hex(),
-    }
+    """The result in the API's JSON form (``fault`` is the code; ``output_hex`` the bytes)."""
+    from kforge.wire import json_value
+
+    values: dict[str, Any] = json_value(result)
+    return values
 
 
 def _state_text(state: str, stream: TextIO) -> str:
@@ -273,15 +281,24 @@ async def _report(engine: Engine, sandbox: Hash256, owner: AgentId, as_json: boo
 
 
 async def _new_sandbox(engine: Engine, owner: AgentId, args: argparse.Namespace) -> Hash256:
-    from kforge.engine import CreateSandbox
+    from kforge.engine import PRESETS, CreateSandbox
 
-    code = engine.vault.put_program(load_program(args.file, memory_quota=args.memory))
+    preset = getattr(args, "preset", None)
+    defaults = {"memory": _DEFAULT_MEMORY, "ticks": _DEFAULT_TICKS}
+    given = {
+        name: value
+        for name, value in (("memory", args.memory), ("ticks", args.ticks))
+        if preset is None or value != defaults[name]
+    }
+    memory = given.get("memory") or (PRESETS[preset].memory_quota if preset else args.memory)
+    code = engine.vault.put_program(load_program(args.file, memory_quota=memory))
     return await engine.create_sandbox(
         CreateSandbox(
             owner,
             code,
-            memory_quota=args.memory,
-            tick_budget=args.ticks,
+            memory_quota=given.get("memory"),
+            tick_budget=given.get("ticks"),
+            preset=preset,
             input=read_input(args),
             environment=dict(args.env),
             persistent=getattr(args, "persistent", False),
@@ -292,7 +309,7 @@ async def _new_sandbox(engine: Engine, owner: AgentId, args: argparse.Namespace)
 
 async def _create(engine: Engine, owner: AgentId, args: argparse.Namespace) -> int:
     sandbox = await _new_sandbox(engine, owner, args)
-    print(json.dumps({"sandbox": sandbox.hex}) if args.json else short_id(sandbox))
+    print(json.dumps({"sandbox_id": sandbox.hex}) if args.json else short_id(sandbox))
     return 0
 
 

@@ -22,10 +22,18 @@ __all__ = ["add_commands", "command_serve", "port_number"]
 def command_serve(args: argparse.Namespace) -> int:
     """Serve until interrupted; returns 0."""
     from kforge.server.app import CannotListen, serve  # the server's dependencies load only here
+    from kforge.server.state import ServerConfig
 
+    config = ServerConfig(default_preset=args.preset)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            serve(args.host, args.port, args.data_dir, engine_options={"tier": args.tier})
+            serve(
+                args.host,
+                args.port,
+                args.data_dir,
+                config=config,
+                engine_options={"tier": args.tier},
+            )
     except CannotListen as error:
         hint = "; choose another with --port" if error.in_use else ""
         raise CliError(f"serve: {error}{hint}") from None
@@ -50,4 +58,10 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--port", type=port_number, default=8470, help="port to listen on")
     add_data_dir_option(parser, "the SQLite vault lives")
     parser.add_argument("--tier", choices=TIERS, default="auto", help="execution tier")
+    parser.add_argument(
+        "--preset",
+        choices=("minimal", "standard", "generous"),
+        default="standard",
+        help="the preset of a creation that names neither a preset nor its quota and budget",
+    )
     parser.set_defaults(handler=command_serve)

@@ -4,17 +4,13 @@ The public surface::
 
     from kforge.engine import CreateSandbox, Engine
 
-See ``docs/engine.md`` for the whole API, the message codes and the channel formats.
+See ``docs/engine.md`` for the whole API, the message codes and the channel formats,
+and ``docs/architecture.md`` for how the engine's modules fit together.
 """
 
-from kforge.engine.dispatch import (
-    Dispatcher,
-    create_request_from_values,
-    exec_result_from_values,
-    exec_result_values,
-    sandbox_info_values,
-)
-from kforge.engine.engine import Engine, EngineStatus, SliceObserver
+from kforge.engine.engine import Engine, EngineStatus, ProgramGate
+from kforge.engine.execution import SliceObserver
+from kforge.engine.journal import Journal, JournalStore, MemoryJournalStore, SqliteJournalStore
 from kforge.engine.models import (
     DEFAULT_SLICE_TICKS,
     Clock,
@@ -37,22 +33,30 @@ from kforge.engine.models import (
     seeded_random,
     system_random,
 )
-from kforge.engine.tiers import TIERS
+from kforge.engine.presets import PRESETS, Preset
+from kforge.engine.state import EngineState
+from kforge.tiers import TIERS
 
 __all__ = [
     "DEFAULT_SLICE_TICKS",
+    "PRESETS",
     "TIERS",
     "Clock",
     "CreateSandbox",
-    "Dispatcher",
     "Endpoint",
     "Engine",
     "EngineLimits",
+    "EngineState",
     "EngineStatus",
     "ExecResult",
     "HostCall",
+    "Journal",
+    "JournalStore",
     "ManualClock",
+    "MemoryJournalStore",
     "Operation",
+    "Preset",
+    "ProgramGate",
     "RandomSource",
     "SandboxInfo",
     "SandboxState",
@@ -62,11 +66,8 @@ __all__ = [
     "ServiceResult",
     "ServiceState",
     "SliceObserver",
+    "SqliteJournalStore",
     "SystemClock",
-    "create_request_from_values",
-    "exec_result_from_values",
-    "exec_result_values",
-    "sandbox_info_values",
     "seeded_random",
     "system_random",
 ]

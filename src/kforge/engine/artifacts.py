@@ -9,29 +9,33 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kforge.accounting import PROOF_TICKS_PER_TICK, Ledger
-from kforge.core import AgentId, Hash256
-from kforge.engine.models import SandboxState
+from kforge.accounting import PROOF_TICKS_PER_TICK
+from kforge.core import AgentId, Hash256, InvalidState
+from kforge.engine.context import EngineContext
+from kforge.engine.models import Operation, SandboxState
+from kforge.engine.records import ProgramLinked, ProofGenerated
 from kforge.engine.sandbox import Sandbox
+from kforge.engine.sandboxes import Sandboxes
 from kforge.isa import DEFAULT_GRANTS
 from kforge.link import Import, link, link_cost
+from kforge.messages.payloads import ProofResult
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer, generate_proof
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
-from kforge.storage import ProgramCache, Vault
+from kforge.tiers import TierRunner
 
 __all__ = [
     "PROVABLE",
+    "Artifacts",
     "ProofJob",
     "derived_signer",
-    "link_program",
-    "proof_event_payload",
-    "proof_result_values",
+    "proof_result",
     "run_proof_job",
     "run_record",
 ]
@@ -47,43 +51,18 @@ def derived_signer(secret: bytes) -> NodeKey:
     return NodeKey(Ed25519PrivateKey.from_private_bytes(seed))
 
 
-def link_program(
-    programs: ProgramCache,
-    vault: Vault,
-    ledger: Ledger | None,
-    program_id: Hash256,
-    imports: Sequence[Import],
-    requester: AgentId,
-) -> Hash256:
-    """Link ``program_id`` with ``imports``, store the result, charge 2 ticks per import.
-
-    Raises what :func:`kforge.link.link` raises (``UnresolvedSymbol``,
-    ``InvalidProgram``, ``VaultFetchFailed``) and ``InsufficientResources``; a
-    refused charge stores nothing.
-    """
-    linked = link(programs.load(program_id), imports, programs.load)
-    cost = link_cost(imports)
-    if ledger is not None and cost:
-        ledger.charge_ticks(requester, cost, f"linking {len(imports)} imports")
-    return vault.put_program(linked)
-
-
 def run_record(sandbox: Sandbox, program: ForgeProgram, message_limit: int) -> RunRecord:
     """What determines the sandbox's run: its creation parameters and its delivery log."""
     request = sandbox.request
-    if sandbox.machine is not None:
-        deliveries: Sequence[Any] = sandbox.machine.deliveries
-    else:
-        deliveries = sandbox.final.deliveries if sandbox.final is not None else ()
     return RunRecord.create(
         program,
         input=request.input,
-        environment=request.environment,
+        environment=request.environment or {},
         grants=set(request.grants) - DEFAULT_GRANTS,
-        memory_quota=request.memory_quota,
-        tick_budget=request.tick_budget,
+        memory_quota=request.memory_quota or 0,
+        tick_budget=request.tick_budget or 0,
         message_limit=message_limit,
-        deliveries=deliveries,
+        deliveries=sandbox.deliveries,
     )
 
 
@@ -102,23 +81,88 @@ class ProofJob:
         return PROOF_TICKS_PER_TICK * ticks_used
 
 
-async def run_proof_job(job: ProofJob, signer: Signer, tier: str) -> ExecutionProof:
+async def run_proof_job(job: ProofJob, signer: Signer, tier: TierRunner) -> ExecutionProof:
     """Replay the run in a worker thread (the event loop stays free) and sign the proof."""
     return await asyncio.to_thread(generate_proof, job.program, job.record, signer, tier=tier)
 
 
-def proof_event_payload(proof: ExecutionProof) -> dict[str, Any]:
-    """The PROOF_GENERATED payload: the seed's ``ExecutionProof`` fields."""
-    return {
-        "program": proof.program,
-        "input": proof.input,
-        "output": proof.output,
-        "ticks_used": proof.ticks_used,
-        "trace_hash": proof.trace_hash,
-        "forge_sig": proof.forge_sig,
-    }
+def proof_result(proof: ExecutionProof, *, whole: bool = True) -> ProofResult:
+    """The PROOF_RESULT payload: the seed's fields, and (``whole``) the whole proof for
+    verifiers."""
+    return ProofResult(
+        proof.program,
+        proof.input,
+        proof.output,
+        proof.ticks_used,
+        proof.trace_hash,
+        proof.forge_sig,
+        proof.to_bytes() if whole else msgspec.UNSET,
+    )
 
 
-def proof_result_values(proof: ExecutionProof) -> dict[str, Any]:
-    """The PROOF_RESULT payload: the seed's fields plus the whole proof for verifiers."""
-    return {**proof_event_payload(proof), "proof": proof.to_bytes()}
+class Artifacts:
+    """Linking and proofs as the engine offers them."""
+
+    def __init__(
+        self, ctx: EngineContext, sandboxes: Sandboxes, runner: TierRunner, signer: Signer
+    ) -> None:
+        self.ctx = ctx
+        self.sandboxes = sandboxes
+        self.runner = runner
+        self.signer = signer
+
+    async def link_resolve(
+        self, program_id: Hash256, imports: Sequence[Import], requester: AgentId
+    ) -> Hash256:
+        """Link the program with ``imports`` (see :func:`kforge.link.link`); returns the new id.
+
+        The linked program is stored in the vault; with accounting on the
+        requester pays 2 ticks per import (a refused charge stores nothing).
+        Publishes LINK_COMPLETED.  Raises what :func:`kforge.link.link` raises
+        (``UnresolvedSymbol``, ``InvalidProgram``, ``VaultFetchFailed``) and
+        ``InsufficientResources``.
+        """
+        ctx = self.ctx
+        ctx.require_open()
+        linked = link(ctx.programs.load(program_id), imports, ctx.programs.load)
+        cost = link_cost(imports)
+        if ctx.accounting and cost:
+            ctx.ledger.charge_ticks(requester, cost, f"linking {len(imports)} imports")
+        resolved = ctx.vault.put_program(linked)
+        ctx.transitions.record(ProgramLinked(program_id, resolved, len(imports), requester))
+        ctx.commit()
+        return resolved
+
+    async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
+        """What determines the sandbox's run (for replay and for verifying its proof)."""
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.STATUS)
+        program = self.ctx.programs.load(sandbox.program)
+        return run_record(sandbox, program, self.ctx.limits.message_limit)
+
+    def prepare_proof(self, sandbox_id: Hash256, requester: AgentId) -> ProofJob:
+        """Check and charge a proof request (raises at once); generation comes later."""
+        ctx = self.ctx
+        ctx.require_open()
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.STATUS)
+        if sandbox.state not in PROVABLE:
+            raise InvalidState(sandbox.state, "request_proof (only a halted or faulted run)")
+        program = ctx.programs.load(sandbox.program)
+        record = run_record(sandbox, program, ctx.limits.message_limit)
+        cost = ProofJob.cost_of(sandbox.ticks_used) if ctx.accounting else 0
+        if cost:
+            ctx.ledger.charge_ticks(requester, cost, f"a proof of sandbox {sandbox_id}")
+        return ProofJob(sandbox, requester, program, record, cost)
+
+    async def prove(self, job: ProofJob) -> ExecutionProof:
+        """Generate and sign the proof of a prepared job (refunding it if that fails)."""
+        try:
+            proof = await run_proof_job(job, self.signer, self.runner)
+        except BaseException:
+            if job.cost:
+                self.ctx.ledger.refund_ticks(job.requester, job.cost)
+            raise
+        self.ctx.transitions.record(
+            ProofGenerated(job.sandbox.id, job.sandbox.owner, proof_result(proof, whole=False))
+        )
+        self.ctx.commit()
+        return proof

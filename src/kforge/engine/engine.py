@@ -1,4 +1,4 @@
-"""The Forge engine: sandboxes, their lifecycle, scheduling, host calls, accounting, events.
+"""The Forge engine: its parts put together, its lifecycle, and its public methods.
 
 Use it as an async context manager::
 
@@ -8,47 +8,35 @@ Use it as an async context manager::
         await engine.exec_start(sandbox, owner)
         result = await engine.wait(sandbox)
 
-Lifecycle of a sandbox: ``CREATED → READY → RUNNING ↔ BLOCKED → HALTED | FAULTED |
-KILLED | DEADLINE_EXCEEDED``; an operation that does not fit the state raises
-``InvalidState``.  Every change is published on :attr:`Engine.bus`.  The clock
-and the random source are injected; with a seeded source and a manual clock,
-the same requests in the same order give the same ids, events and results.
+The engine is a small facade.  Its state is an :class:`~kforge.engine.state.EngineState`
+changed only by records (:mod:`kforge.engine.records`, :mod:`kforge.engine.apply`)
+going through :class:`~kforge.engine.transitions.Transitions`; its operations
+live in :class:`~kforge.engine.sandboxes.Sandboxes`,
+:class:`~kforge.engine.service_ops.Services`, :class:`~kforge.engine.artifacts.Artifacts`
+and :class:`~kforge.engine.execution.Executor`, composed around one
+:class:`~kforge.engine.context.EngineContext`; messages enter through
+:class:`~kforge.engine.dispatch.Dispatcher`.  The clock and the random source
+are injected; with a seeded source and a manual clock, the same requests in
+the same order give the same ids, events and results.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from kforge.accounting import Ledger
-from kforge.core import (
-    AgentId,
-    EventKind,
-    ForgeError,
-    Hash256,
-    Internal,
-    InvalidState,
-    MemoryQuotaExceeded,
-    PermissionDenied,
-    SandboxNotFound,
-    TooManySandboxes,
-)
-from kforge.engine.artifacts import (
-    PROVABLE,
-    ProofJob,
-    derived_signer,
-    link_program,
-    proof_event_payload,
-    run_proof_job,
-    run_record,
-)
+from kforge.accounting import OPEN_ACCOUNTS, Ledger
+from kforge.core import AgentId, ForgeError, Hash256, Internal
+from kforge.engine.artifacts import Artifacts, derived_signer
+from kforge.engine.context import EngineContext, Identities, Replies
 from kforge.engine.dispatch import Dispatcher
-from kforge.engine.durable import Journal, accounts_record, create_record, rebuild, take_snapshot
+from kforge.engine.execution import Executor, SliceObserver
+from kforge.engine.journal import Journal, JournalStore, SqliteJournalStore, chain_key
 from kforge.engine.models import (
     Clock,
     CreateSandbox,
@@ -59,20 +47,23 @@ from kforge.engine.models import (
     RandomSource,
     SandboxInfo,
     SandboxState,
+    Service,
+    ServiceInfo,
+    ServiceResult,
     SystemClock,
     system_random,
 )
-from kforge.engine.sandbox import Sandbox
+from kforge.engine.rebuild import rebuild
+from kforge.engine.sandboxes import ProgramGate, Sandboxes
 from kforge.engine.scheduler import Scheduler
-from kforge.engine.service_ops import ServiceOperations
-from kforge.engine.services import ServiceRecord
-from kforge.engine.tiers import TIERS, slice_function
-from kforge.events import AnyEventKind, EventBus
+from kforge.engine.service_ops import Services
+from kforge.engine.state import EngineState
+from kforge.engine.transitions import Transitions
+from kforge.events import EventBus
 from kforge.host import (
     AgoraAdapter,
     AgoraBoard,
     HostError,
-    HostRequest,
     HostRouter,
     MintAdapter,
     OracleAdapter,
@@ -83,32 +74,17 @@ from kforge.host import (
     VaultAdapter,
     incoming_frame,
 )
-from kforge.isa import DEFAULT_GRANTS, Channel
+from kforge.isa import Channel
 from kforge.link import Import
-from kforge.machine import Machine, MachineState, granted_channels, plan_memory
-from kforge.messages import Envelope, InvalidRequest, Mailbox
+from kforge.messages import Envelope, Mailbox
 from kforge.proofs import ExecutionProof, Signer
 from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault, default_data_dir
+from kforge.tiers import TIERS, TierRunner
 
-__all__ = ["TIERS", "Engine", "EngineStatus", "SliceObserver"]
+__all__ = ["TIERS", "Engine", "EngineStatus", "ProgramGate", "SliceObserver"]
 
-_SANDBOX_DOMAIN: Final = b"kforge/sandbox/v1\0"
-_ENVELOPE_DOMAIN: Final = b"kforge/envelope/v1\0"
 _ENGINE_DOMAIN: Final = b"kforge/engine/v1\0"
-
-#: Called after every scheduler slice with the sandbox, its state and its ticks used.
-SliceObserver = Callable[[Hash256, SandboxState, int], None]
-
-
-class ProgramGate(Protocol):
-    """Decides whether a program may run; e.g. ``kforge.registry.TrustPolicy``.
-
-    ``check_runnable`` returns when the program may run and raises a
-    ``ForgeError`` naming why not (not trusted, revoked) otherwise.
-    """
-
-    def check_runnable(self, program_id: Hash256) -> None: ...
 
 
 class EngineStatus(Enum):
@@ -117,18 +93,29 @@ class EngineStatus(Enum):
     CLOSED = "closed"
 
 
-class Engine(ServiceOperations):
+class Engine:
     """The Forge engine (seed §4 ``ForgeEngine``) for one process.
 
     ``vault`` holds programs and channel-3 objects (default: the SQLite vault
-    under the data directory).  ``ledger`` turns accounting on: creation and
-    execution are charged to the owner (seed §11); without it nothing is
-    charged and an in-memory ledger serves only the mint channel.
-    ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` picks
-    the execution tier.  ``clock`` and ``random_source`` are injected.
-    ``on_slice`` observes every scheduler slice (metrics, tracing, tests).
-    ``signer`` signs execution proofs (default: a key derived from the secret;
-    pass the node's key, ``kforge.proofs.keys.load_or_create_key()``, in production).
+    under the data directory).  Accounting is on by default (seed §11):
+    creation and execution are charged to the owner, from ``ledger`` (default:
+    an in-memory ledger that opens every new agent an account with
+    :data:`~kforge.accounting.OPEN_ACCOUNTS`); ``standalone=True`` turns it
+    off (nothing is charged; the ledger then serves only the mint channel).
+    ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` is the
+    execution tier: a :class:`~kforge.tiers.TierRunner` (shared, not closed by
+    the engine) or a tier's name (the engine makes and closes its own runner).
+    ``clock`` and ``random_source`` are injected.  ``on_slice`` observes every
+    scheduler slice (metrics, tracing, tests).  ``signer`` signs execution
+    proofs (default: a key derived from the secret; pass the node's key,
+    ``kforge.proofs.keys.load_or_create_key()``, in production).
+
+    Durability: ``durable=True`` keeps a journal in ``engine.sqlite3`` under
+    ``data_dir``; ``journal_store`` keeps it in the given store instead (e.g. a
+    :class:`~kforge.engine.journal.MemoryJournalStore`).  A journaled engine
+    rebuilds its state from the journal when it opens, snapshots it every
+    ``snapshot_every`` rows and on close, and leaves its sandboxes to the next
+    start instead of killing them.
     """
 
     def __init__(
@@ -136,10 +123,11 @@ class Engine(ServiceOperations):
         vault: Vault | None = None,
         *,
         ledger: Ledger | None = None,
+        standalone: bool = False,
         limits: EngineLimits | None = None,
         clock: Clock | None = None,
         random_source: RandomSource | None = None,
-        tier: str = "auto",
+        tier: str | TierRunner = "auto",
         oracle: OracleHandler | Mapping[bytes, bytes] | None = None,
         agora: AgoraBoard | None = None,
         agent_id: AgentId | None = None,
@@ -152,54 +140,55 @@ class Engine(ServiceOperations):
         cycle_agents: Collection[AgentId] | None = None,
         data_dir: str | Path | None = None,
         durable: bool = False,
+        journal_store: JournalStore | None = None,
         snapshot_every: int = 1000,
         trust: ProgramGate | None = None,
     ) -> None:
-        self._owned: list[Vault | Ledger | Journal] = []
-        self.trust = trust
-        folder = Path(data_dir) if data_dir is not None else default_data_dir()
-        self.journal: Journal | None = None
-        if durable:
-            self.journal = Journal(folder)
-            self._owned.append(self.journal)
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
+        if cycle_interval is not None and not cycle_interval > 0:
+            raise ValueError("cycle_interval must be a positive number of seconds")
+        if standalone and ledger is not None:
+            raise ValueError("a standalone engine charges nothing: give it no ledger")
+        self._owned: list[Any] = []
+        folder = Path(data_dir) if data_dir is not None else default_data_dir()
+        clock = clock or SystemClock()
+        secret = (random_source or system_random)(32)
+        epoch = 0
+        if journal_store is None and durable:
+            journal_store = SqliteJournalStore(folder)
+        self.journal: Journal | None = None
+        if journal_store is not None:
+            self._owned.append(journal_store)
+            # a journaled engine keeps its secret (ids, signer, chain key) across starts
+            stored = journal_store.meta("secret")
+            if stored is None:
+                journal_store.set_meta("secret", secret)
+            else:
+                secret = stored
+            epoch = int.from_bytes(journal_store.meta("epoch") or b"", "big") + 1
+            journal_store.set_meta("epoch", epoch.to_bytes(8, "big"))
+            self.journal = Journal(journal_store, chain_key(secret))
         self.snapshot_every = snapshot_every
         if vault is None:
             vault = Vault.open_default(folder)
             self._owned.append(vault)
-        self.vault = vault
-        self.accounting = ledger is not None
+        self.accounting = not standalone
         if ledger is None:
-            ledger = Ledger()
+            ledger = Ledger(opening=OPEN_ACCOUNTS if self.accounting else None)
             self._owned.append(ledger)
-        self.ledger = ledger
-        self.limits = limits or EngineLimits()
-        self.clock: Clock = clock or SystemClock()
-        self._secret = (random_source or system_random)(32)
-        self._epoch = 0
-        if (
-            self.journal is not None
-        ):  # a durable engine keeps its secret (ids, signer) across starts
-            stored = self.journal.meta("secret")
-            if stored is None:
-                self.journal.set_meta("secret", self._secret)
-            else:
-                self._secret = stored
-            self._epoch = int.from_bytes(self.journal.meta("epoch") or b"", "big") + 1
-            self.journal.set_meta("epoch", self._epoch.to_bytes(8, "big"))
-        self.agent_id = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + self._secret).raw)
-        self.signer: Signer = signer or derived_signer(self._secret)
-        self.tier = tier
-        self.on_slice = on_slice
-        self._run_machine = slice_function(tier)
-        self.bus = EventBus(self.clock.time_ms, event_queue_size)
-        self.mailbox = Mailbox(mailbox_size)
-        self.programs = ProgramCache(vault, program_cache_size)
+        self.runner = TierRunner.of(tier)
+        if not isinstance(tier, TierRunner):
+            self._owned.append(self.runner)
+        limits = limits or EngineLimits()
+        agent = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + secret).raw)
+        self.signer: Signer = signer or derived_signer(secret)
+        bus = EventBus(clock.time_ms, event_queue_size)
+        programs = ProgramCache(vault, program_cache_size)
         if oracle is None or isinstance(oracle, Mapping):
             oracle = TableOracle(oracle)
         self.agora = agora or AgoraBoard()
-        self.host = HostRouter(
+        host = HostRouter(
             [
                 VaultAdapter(vault),
                 OracleAdapter(oracle),
@@ -208,48 +197,138 @@ class Engine(ServiceOperations):
                 PeerAdapter(self),
             ]
         )
-        self.scheduler = Scheduler(self, self.clock)
-        self.status = EngineStatus.UNOPENED
-        self._task: asyncio.Task[None] | None = None
-        self._sandboxes: dict[Hash256, Sandbox] = {}
-        self._live_by_owner: dict[AgentId, int] = {}
-        self._live_count = 0
-        self._live_memory = 0
-        self._sandbox_counter = 0
-        self._envelope_counter = 0
-        self._background: set[asyncio.Task[None]] = set()
-        self._dispatcher = Dispatcher(self)
-        if cycle_interval is not None and not cycle_interval > 0:
-            raise ValueError("cycle_interval must be a positive number of seconds")
+        self.state = EngineState(programs, self.runner, ledger, limits.message_limit)
+        identities = Identities(secret, epoch)
+        self.ctx = EngineContext(
+            state=self.state,
+            transitions=Transitions(self.state, bus, self.journal, clock.time_ms),
+            ledger=ledger,
+            accounting=self.accounting,
+            limits=limits,
+            clock=clock,
+            bus=bus,
+            mailbox=Mailbox(mailbox_size),
+            vault=vault,
+            programs=programs,
+            host=host,
+            identities=identities,
+            replies=Replies(agent, identities, clock),
+            agent_id=agent,
+        )
+        self.sandboxes = Sandboxes(self.ctx, trust)
+        self.services = Services(self.ctx, self.sandboxes)
+        self.artifacts = Artifacts(self.ctx, self.sandboxes, self.runner, self.signer)
+        self.executor = Executor(
+            self.ctx,
+            self.sandboxes,
+            self.services,
+            self.runner,
+            on_slice=on_slice,
+            after_slice=self._snapshot_if_due,
+        )
+        self.ctx.scheduler = Scheduler(self.executor, clock)
+        self.dispatcher = Dispatcher(
+            self.ctx,
+            self.sandboxes,
+            self.services,
+            self.artifacts,
+            self._spawn,
+            frozenset(cycle_agents) if cycle_agents is not None else None,
+        )
         self.cycle_interval = cycle_interval
-        #: Who may advance cycles by message (``None``: any agent).
-        self.cycle_agents = frozenset(cycle_agents) if cycle_agents is not None else None
-        self._services: dict[Hash256, ServiceRecord] = {}
-        self._service_counter = 0
-        self._call_counter = 0
-        self._cycle_task: asyncio.Task[None] | None = None
-        self._exec_lock = asyncio.Lock()
-        self._ledger_changes = -1
+        self.status = EngineStatus.UNOPENED
         self.rebuilt_records = 0
-        if self.journal is not None:
-            journal = self.journal
-            self.bus.listeners.append(lambda event: journal.append_raw("event", event.encode()))
+        self._task: asyncio.Task[None] | None = None
+        self._cycle_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ the parts, by name
+
+    @property
+    def vault(self) -> Vault:
+        return self.ctx.vault
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.ctx.ledger
+
+    @property
+    def limits(self) -> EngineLimits:
+        return self.ctx.limits
+
+    @property
+    def clock(self) -> Clock:
+        return self.ctx.clock
+
+    @property
+    def bus(self) -> EventBus:
+        return self.ctx.bus
+
+    @property
+    def mailbox(self) -> Mailbox:
+        return self.ctx.mailbox
+
+    @property
+    def programs(self) -> ProgramCache:
+        return self.ctx.programs
+
+    @property
+    def host(self) -> HostRouter:
+        return self.ctx.host
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.ctx.scheduler
+
+    @property
+    def agent_id(self) -> AgentId:
+        return self.ctx.agent_id
+
+    @property
+    def tier(self) -> str:
+        """The name of the execution tier (``runner.name``)."""
+        return self.runner.name
+
+    @property
+    def trust(self) -> ProgramGate | None:
+        return self.sandboxes.trust
+
+    @property
+    def cycle_agents(self) -> frozenset[AgentId] | None:
+        """Who may advance cycles by message (``None``: any agent)."""
+        return self.dispatcher.cycle_agents
 
     # ------------------------------------------------------------------ lifecycle
 
     async def open(self) -> Engine:
-        """Start the scheduler.  Called by ``async with``; opening twice is harmless."""
+        """Start the scheduler (after rebuilding a journaled engine).  Called by ``async with``;
+        opening twice is harmless.  A journal that does not check out is ``StateCorrupted``."""
         if self.status is EngineStatus.CLOSED:
             raise Internal("the engine is closed and cannot be reopened")
         if self.status is EngineStatus.UNOPENED:
             if self.journal is not None:
-                self.rebuilt_records = rebuild(self, self.journal)
-                self._ledger_changes = self.ledger.changes
-            self._task = asyncio.get_running_loop().create_task(self.scheduler.run())
+                self.rebuilt_records = rebuild(self.state, self.journal)
+                self.ctx.transitions.resume()
+                self.bus.resume_at(self.state.events)
+                self._resume_scheduling()
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self.scheduler.run())
             self.status = EngineStatus.OPEN
+            self.ctx.status = self.status.value
             if self.cycle_interval is not None:
-                self._cycle_task = asyncio.get_running_loop().create_task(self._cycle_timer())
+                self._cycle_task = loop.create_task(self._cycle_timer())
         return self
+
+    def _resume_scheduling(self) -> None:
+        """Queue what runs again after a rebuild; executions get a fresh deadline."""
+        scheduler = self.scheduler
+        for sandbox in self.state.live_sandboxes():
+            if not sandbox.scheduled:
+                continue
+            if sandbox.state is SandboxState.RUNNING:
+                scheduler.enqueue(sandbox)
+            if sandbox.service is None:
+                self.sandboxes.watch_deadline(sandbox)
 
     async def _cycle_timer(self) -> None:
         """Begin a cycle every ``cycle_interval`` seconds (real time) while open."""
@@ -262,25 +341,21 @@ class Engine(ServiceOperations):
                 await self.begin_cycle()
 
     async def close(self) -> None:
-        """Kill every live sandbox (``killed_by`` is the engine), stop, release storage.  Idempotent."""
+        """Stop, release storage.  Idempotent.
+
+        A journaled engine snapshots its state and leaves its sandboxes to the
+        next start; any other kills every live sandbox (``killed_by`` the engine).
+        """
         if self.status is EngineStatus.CLOSED:
             return
         if self.journal is not None and self.status is EngineStatus.OPEN:
-            # a durable engine leaves its sandboxes to the next start: snapshot, don't kill
-            async with self._exec_lock:
+            async with self.executor.lock:
                 self._snapshot_now()
-            for sandbox in self._sandboxes.values():
-                for waiter in sandbox.waiters:
-                    waiter.cancel()
-            for service in self._services.values():
-                for call in [service.current, *service.queue]:
-                    if call is not None and call.future is not None:
-                        call.future.cancel()
-        else:
-            for sandbox in list(self._sandboxes.values()):
-                if sandbox.state.is_live and sandbox.machine is not None:
-                    self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
+            self._cancel_waiting()
+        elif self.journal is None:
+            self.sandboxes.kill_all(self.agent_id)
         self.status = EngineStatus.CLOSED
+        self.ctx.status = self.status.value
         if self._cycle_task is not None:
             self._cycle_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -295,6 +370,13 @@ class Engine(ServiceOperations):
         for resource in self._owned:
             resource.close()
 
+    def _cancel_waiting(self) -> None:
+        self.sandboxes.cancel_waiting()
+        for service in self.state.services.values():
+            for call in [service.current, *service.queue]:
+                if call is not None and call.future is not None:
+                    call.future.cancel()
+
     async def __aenter__(self) -> Engine:
         return await self.open()
 
@@ -306,41 +388,84 @@ class Engine(ServiceOperations):
     ) -> None:
         await self.close()
 
-    def _require_open(self) -> None:
-        if self.status is not EngineStatus.OPEN:
-            raise Internal(f"the engine is {self.status.value}: use it inside 'async with'")
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background; :meth:`close` waits for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
-    # ------------------------------------------------------------------ ids
+    # ------------------------------------------------------------------ snapshots
 
-    def _new_sandbox_id(self) -> Hash256:
-        """Never guessable from caller data: hashes the engine's random secret and a counter."""
-        self._sandbox_counter += 1
-        return Hash256.of(_SANDBOX_DOMAIN + self._secret + self._sandbox_counter.to_bytes(8, "big"))
+    def _snapshot_now(self) -> int:
+        """Write everything recorded, then a snapshot of the state (between slices); its row."""
+        journal = self.journal
+        assert journal is not None
+        self.ctx.transitions.commit()
+        journal.save_snapshot(self.state.snapshot())
+        return journal.last_seq
 
-    def new_envelope_id(self) -> Hash256:
-        """A fresh id for an envelope the engine sends."""
-        self._envelope_counter += 1
-        epoch = self._epoch.to_bytes(8, "big") if self._epoch else b""
-        return Hash256.of(
-            _ENVELOPE_DOMAIN + self._secret + epoch + self._envelope_counter.to_bytes(8, "big")
-        )
+    def _snapshot_if_due(self) -> None:
+        journal = self.journal
+        if journal is not None and journal.since_snapshot >= self.snapshot_every:
+            self._snapshot_now()
 
-    # ------------------------------------------------------------------ lookup and access
+    async def snapshot(self) -> int:
+        """Store a snapshot now (journaled engines); returns the last journal row it includes."""
+        if self.journal is None:
+            raise Internal("the engine is not durable: there is nothing to snapshot to")
+        self.ctx.require_open()
+        async with self.executor.lock:
+            return self._snapshot_now()
 
-    def _get(self, sandbox_id: Hash256) -> Sandbox:
-        sandbox = self._sandboxes.get(sandbox_id) if isinstance(sandbox_id, Hash256) else None
-        if sandbox is None:
-            raise SandboxNotFound(sandbox_id)
-        return sandbox
+    # ------------------------------------------------------------------ sandboxes
 
-    def _authorized(self, sandbox_id: Hash256, requester: AgentId, operation: Operation) -> Sandbox:
-        sandbox = self._get(sandbox_id)
-        if not sandbox.allows(requester, operation):
-            raise PermissionDenied(
-                f"agent {requester} is not the owner of sandbox {sandbox_id} "
-                f"and holds no '{operation.value}' grant"
-            )
-        return sandbox
+    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
+        """Create a READY sandbox (see :meth:`Sandboxes.create`)."""
+        return await self.sandboxes.create(request)
+
+    async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
+        """The sandbox's :class:`SandboxInfo`; the owner or a ``status`` grant only."""
+        return await self.sandboxes.status(sandbox_id, requester)
+
+    async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
+        """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
+        return await self.sandboxes.list(owner)
+
+    async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
+        """Every host call the sandbox made, in order, with its tick count."""
+        return await self.sandboxes.io_log(sandbox_id, requester)
+
+    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
+        """The sandbox's stdout from ``offset`` on (see :meth:`Sandboxes.output`)."""
+        return await self.sandboxes.output(sandbox_id, requester, offset=offset)
+
+    async def wait(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+    ) -> ExecResult:
+        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``)."""
+        return await self.sandboxes.wait(sandbox_id, requester, timeout=timeout)
+
+    async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        """Hand the sandbox to the scheduler (see :meth:`Sandboxes.exec_start`)."""
+        await self.sandboxes.exec_start(sandbox_id, requester)
+
+    async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
+        """Execute one instruction of a sandbox not under the scheduler (for debugging)."""
+        return await self.executor.step(sandbox_id, requester)
+
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
+    ) -> None:
+        """Give a sandbox input on stdin (channel 2), waking it if it waits there."""
+        await self.sandboxes.deliver(sandbox_id, channel, data, requester)
+
+    async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        """Stop a live sandbox at once; the owner or a ``kill`` grant only."""
+        await self.sandboxes.kill(sandbox_id, requester)
+
+    async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        """Drop the record of a stopped sandbox; the owner only."""
+        await self.sandboxes.forget(sandbox_id, requester)
 
     async def grant(
         self,
@@ -350,323 +475,11 @@ class Engine(ServiceOperations):
         operations: Iterable[Operation],
     ) -> None:
         """Let ``agent`` do ``operations`` on the sandbox; only its owner may grant."""
-        sandbox = self._get(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may grant access")
-        sandbox.access[agent] = sandbox.access.get(agent, frozenset()) | frozenset(operations)
-        self._log(
-            "grant",
-            id=sandbox.id.raw,
-            agent=agent.raw,
-            operations=sorted(op.value for op in sandbox.access[agent]),
-        )
-        self._commit()
+        await self.sandboxes.grant(sandbox_id, requester, agent, operations)
 
     async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
         """Take back every grant ``agent`` holds on the sandbox; only its owner may."""
-        sandbox = self._get(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may revoke access")
-        sandbox.access.pop(agent, None)
-        self._log("revoke", id=sandbox.id.raw, agent=agent.raw)
-        self._commit()
-
-    # ------------------------------------------------------------------ creating
-
-    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
-        """Create a READY sandbox running the program stored under ``request.code``.
-
-        Checked in this order, before any memory is allocated or anything
-        charged: the request's fields (``InvalidRequest``), the engine's and the
-        owner's sandbox limits (``TooManySandboxes``), the memory limits and the
-        program's layout (``MemoryQuotaExceeded``), the grants
-        (``PermissionDenied``), the program (``VaultFetchFailed``,
-        ``InvalidProgram``); then the owner is charged (``InsufficientResources``).
-        """
-        self._require_open()
-        if not isinstance(request, CreateSandbox):
-            raise InvalidRequest(
-                "request", f"expected a CreateSandbox, got {type(request).__name__}"
-            )
-        request.validate(self.limits.max_tick_budget)
-        owner = request.owner
-        limits = self.limits
-        if self._live_count >= limits.max_sandboxes:
-            raise TooManySandboxes(
-                f"the engine already runs {self._live_count} of at most {limits.max_sandboxes}"
-            )
-        owned = self._live_by_owner.get(owner, 0)
-        if owned >= limits.max_sandboxes_per_owner:
-            raise TooManySandboxes(
-                f"owner {owner} already has {owned} of at most {limits.max_sandboxes_per_owner}"
-            )
-        if request.memory_quota > limits.max_memory_quota:
-            raise MemoryQuotaExceeded(request.memory_quota, limits.max_memory_quota)
-        if self._live_memory + request.memory_quota > limits.max_total_memory:
-            raise MemoryQuotaExceeded(
-                self._live_memory + request.memory_quota, limits.max_total_memory
-            )
-        granted_channels(frozenset(request.grants) - DEFAULT_GRANTS)
-        if self.trust is not None:
-            self.trust.check_runnable(request.code)  # re-checked at every creation
-        program = self.programs.load(request.code)
-        plan_memory(program, request.memory_quota, request.environment)
-        charge = (
-            self.ledger.charge_creation(owner, request.memory_quota) if self.accounting else None
-        )
-
-        sandbox = Sandbox(self._new_sandbox_id(), request)
-        self._sandboxes[sandbox.id] = sandbox
-        self._count_live(sandbox, +1)
-        try:
-            sandbox.machine = request.load_machine(program, limits.message_limit)
-        except ForgeError:
-            del self._sandboxes[sandbox.id]
-            self._count_live(sandbox, -1)
-            if charge is not None:
-                self.ledger.refund_creation(charge)
-            raise
-        sandbox.state = SandboxState.READY
-        self._log("create", **create_record(sandbox, self._sandbox_counter))
-        self._emit(
-            EventKind.SANDBOX_CREATED,
-            sandbox,
-            sandbox_id=sandbox.id,
-            owner=owner,
-            code=request.code,
-            memory_quota=request.memory_quota,
-            tick_budget=request.tick_budget,
-            persistent=request.persistent,
-        )
-        self._commit()
-        return sandbox.id
-
-    def _count_live(self, sandbox: Sandbox, delta: int) -> None:
-        self._live_count += delta
-        self._live_memory += delta * sandbox.request.memory_quota
-        owned = self._live_by_owner.get(sandbox.owner, 0) + delta
-        if owned:
-            self._live_by_owner[sandbox.owner] = owned
-        else:
-            self._live_by_owner.pop(sandbox.owner, None)
-
-    # ------------------------------------------------------------------ querying
-
-    async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
-        """The sandbox's :class:`SandboxInfo`; the owner or a ``status`` grant only."""
-        return self._authorized(sandbox_id, requester, Operation.STATUS).info()
-
-    async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
-        """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
-        return [
-            sandbox.info()
-            for sandbox in self._sandboxes.values()
-            if owner is None or sandbox.owner == owner
-        ]
-
-    async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
-        """Every host call the sandbox made, in order, with its tick count."""
-        return tuple(self._authorized(sandbox_id, requester, Operation.STATUS).io_log)
-
-    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
-        """The sandbox's stdout (channel 0) from byte ``offset`` on: so far, or all once stopped.
-
-        Works in every state: a live sandbox's output as written up to now
-        (between slices), a stopped one's ``ExecResult.output``.  Output only
-        grows, so a reader follows it by passing the number of bytes it
-        already has as ``offset``; ``offset`` equal to the length gives
-        ``b""``.  The owner or a ``status`` grant only (``PermissionDenied``);
-        ``SandboxNotFound`` for an unknown id; ``InvalidRequest`` (field
-        ``offset``) for an offset that is not an integer in 0..length.
-        """
-        sandbox = self._authorized(sandbox_id, requester, Operation.STATUS)
-        machine = sandbox.machine
-        if machine is not None:
-            written: bytes | bytearray = machine.stdout
-        elif sandbox.result is not None:
-            written = sandbox.result.output
-        else:
-            written = b""
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            raise InvalidRequest("offset", f"expected an integer, got {type(offset).__name__}")
-        if not 0 <= offset <= len(written):
-            raise InvalidRequest(
-                "offset", f"{offset} is outside 0..{len(written)} (the output's length so far)"
-            )
-        return bytes(written[offset:])
-
-    async def wait(
-        self,
-        sandbox_id: Hash256,
-        requester: AgentId | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``)."""
-        sandbox = (
-            self._get(sandbox_id)
-            if requester is None
-            else self._authorized(sandbox_id, requester, Operation.STATUS)
-        )
-        if sandbox.result is not None:
-            return sandbox.result
-        future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
-        sandbox.waiters.append(future)
-        return await asyncio.wait_for(future, timeout)
-
-    # ------------------------------------------------------------------ executing
-
-    async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        """Hand the sandbox to the scheduler; its result comes by :meth:`wait` and events.
-
-        Allowed from READY, or after :meth:`step` (RUNNING or BLOCKED) while no
-        scheduler execution is under way.  Reserves the tick budget when
-        accounting is on and starts the wall-clock deadline.
-        """
-        await self._exec_start(sandbox_id, requester)
-
-    async def _exec_start(
-        self, sandbox_id: Hash256, requester: AgentId, notify: tuple[AgentId, Hash256] | None = None
-    ) -> None:
-        self._require_open()
-        sandbox = self._authorized(sandbox_id, requester, Operation.EXEC)
-        if sandbox.service is not None:
-            raise InvalidState(sandbox.state, "exec_start (the sandbox runs a service)")
-        runnable = (SandboxState.READY, SandboxState.RUNNING, SandboxState.BLOCKED)
-        if sandbox.scheduled or sandbox.state not in runnable:
-            operation = "exec_start (already executing)" if sandbox.scheduled else "exec_start"
-            raise InvalidState(sandbox.state, operation)
-        self._begin(sandbox)
-        if notify is not None:
-            sandbox.notify.append(notify)
-        sandbox.scheduled = True
-        sandbox.deadline_at = self.clock.monotonic() + (
-            sandbox.request.deadline
-            if sandbox.request.deadline is not None
-            else self.limits.deadline
-        )
-        self.scheduler.watch_deadline(sandbox)
-        self._log("start", id=sandbox.id.raw, deadline=True)
-        if sandbox.state is not SandboxState.BLOCKED:
-            sandbox.state = SandboxState.RUNNING
-            self.scheduler.enqueue(sandbox)
-        self._commit()
-
-    def _begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
-        """The first start of execution: reserve the tick budget, announce the start."""
-        if sandbox.started:
-            return
-        if self.accounting and reserve:
-            self.ledger.reserve_ticks(
-                sandbox.owner,
-                sandbox.request.tick_budget,
-                f"the tick budget of sandbox {sandbox.id}",
-            )
-            sandbox.reserved_ticks = sandbox.request.tick_budget
-        sandbox.started = True
-        self._log("begin", id=sandbox.id.raw, reserved=sandbox.reserved_ticks)
-        self._emit(EventKind.SANDBOX_STARTED, sandbox, sandbox_id=sandbox.id, owner=sandbox.owner)
-
-    async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
-        """Execute one instruction of a sandbox not under the scheduler (for debugging).
-
-        Allowed in READY and RUNNING; a BLOCKED sandbox needs input first.
-        Host calls the instruction makes are answered before this returns.
-        """
-        self._require_open()
-        sandbox = self._authorized(sandbox_id, requester, Operation.EXEC)
-        if sandbox.scheduled or sandbox.service is not None:
-            raise InvalidState(sandbox.state, "step (the scheduler is executing it)")
-        if sandbox.state not in (SandboxState.READY, SandboxState.RUNNING):
-            raise InvalidState(sandbox.state, "step")
-        machine = sandbox.machine
-        assert machine is not None
-        async with self._exec_lock:
-            self._begin(sandbox)
-            sandbox.state = SandboxState.RUNNING
-            self._log("step", id=sandbox.id.raw, ticks=machine.ticks_used)
-            machine.step()
-            await self._after_execution(sandbox, machine)
-            self._commit()
-        return sandbox.state
-
-    async def run_slice(self, sandbox: Sandbox) -> None:
-        """One scheduler slice (see :class:`Scheduler`).
-
-        An unexpected exception (a bug in a tier or the engine) must not stop the
-        scheduler: the sandbox is killed by the engine, with the error appended
-        to its stderr.  An exception of the ``on_slice`` observer is ignored.
-        """
-        machine = sandbox.machine
-        if machine is None:
-            return
-        async with self._exec_lock:
-            try:
-                self._run_machine(machine, self.limits.slice_ticks)
-                sandbox.slices += 1
-                await self._after_execution(sandbox, machine)
-            except Exception as error:
-                machine.stderr += f"\nkforge engine: execution failed: {error!r}\n".encode()
-                if sandbox.state.is_live:
-                    self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
-                self._commit()
-                return
-            self._commit()
-            journal = self.journal
-            if journal is not None and journal.since_snapshot >= self.snapshot_every:
-                self._snapshot_now()
-        if self.on_slice is not None:
-            with contextlib.suppress(Exception):
-                self.on_slice(sandbox.id, sandbox.state, machine.ticks_used)
-
-    async def _after_execution(self, sandbox: Sandbox, machine: Machine) -> None:
-        """Answer the host calls the sandbox made, then settle its state."""
-        service: ServiceRecord | None = sandbox.service
-        for channel, data in machine.take_outbound():
-            if sandbox.state.is_final:  # killed while an adapter was awaited
-                break
-            if service is not None and channel in service.channels:
-                self._service_output(service, channel, data, machine)
-                continue
-            request = HostRequest(
-                sandbox.id, sandbox.owner, channel, data, machine.ticks_used, machine.message_limit
-            )
-            reply = await self.host.call(request, machine.grants)
-            delivered = False
-            if sandbox.state.is_live and not machine.state.is_final:
-                self._deliver_machine(sandbox, channel, reply.frame, (data, int(reply.status)))
-                delivered = True
-            sandbox.io_log.append(
-                HostCall(machine.ticks_used, channel, data, reply.frame, reply.status, delivered)
-            )
-        if sandbox.state.is_final:
-            return
-        state = machine.state
-        if state is MachineState.HALTED:
-            self._finalize(sandbox, SandboxState.HALTED)
-        elif state is MachineState.FAULTED:
-            self._finalize(sandbox, SandboxState.FAULTED)
-        elif state is MachineState.BLOCKED:
-            if sandbox.state is not SandboxState.BLOCKED:
-                sandbox.state = SandboxState.BLOCKED
-                self._emit(
-                    EventKind.SANDBOX_BLOCKED,
-                    sandbox,
-                    sandbox_id=sandbox.id,
-                    blocked_on_channel=machine.blocked_channel,
-                )
-        else:
-            sandbox.state = SandboxState.RUNNING
-            if sandbox.scheduled:
-                self.scheduler.enqueue(sandbox)
-        if service is not None:
-            self._pump(service)
-
-    def deadline_passed(self, sandbox: Sandbox) -> None:
-        """The scheduler's call when an execution outlives its wall-clock deadline."""
-        if sandbox.state.is_live and sandbox.machine is not None:
-            self._finalize(sandbox, SandboxState.DEADLINE_EXCEEDED)
-            self._commit()
+        await self.sandboxes.revoke(sandbox_id, requester, agent)
 
     def expire_deadlines(self) -> list[Hash256]:
         """End every execution whose deadline has passed now; returns their ids.
@@ -675,71 +488,13 @@ class Engine(ServiceOperations):
         """
         return [sandbox.id for sandbox in self.scheduler.expire_deadlines()]
 
-    # ------------------------------------------------------------------ input and peers
-
-    async def deliver(
-        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
-    ) -> None:
-        """Give a sandbox input on stdin (channel 2), waking it if it waits there.
-
-        Channels 3..7 carry host replies and peer messages only, so agents may
-        not deliver on them (``PermissionDenied``).  A stopped sandbox takes
-        nothing (``InvalidState``).
-        """
-        self._require_open()
-        sandbox = self._authorized(sandbox_id, requester, Operation.DELIVER)
-        if channel != Channel.STDIN:
-            raise PermissionDenied(
-                f"channel {channel} is not open to agents: input goes on stdin (channel 2)"
-            )
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
-        if len(data) > self.limits.message_limit:
-            raise InvalidRequest(
-                "data",
-                f"{len(data)} bytes is over the message limit of {self.limits.message_limit}",
-            )
-        if sandbox.state.is_final or sandbox.machine is None:
-            raise InvalidState(sandbox.state, "deliver")
-        self._deliver_machine(sandbox, channel, bytes(data))
-        self._commit()
-
-    def _deliver_machine(
-        self, sandbox: Sandbox, channel: int, data: bytes, call: tuple[bytes, int] | None = None
-    ) -> None:
-        """Deliver to the sandbox's machine (logged for the durable engine) and wake it.
-
-        ``call`` is the (request, status) of a host call whose reply this is.
-        """
-        machine = sandbox.machine
-        assert machine is not None
-        machine.deliver(channel, data)
-        self._log(
-            "deliver",
-            id=sandbox.id.raw,
-            ticks=machine.ticks_used,
-            channel=channel,
-            data=data,
-            call=list(call) if call is not None else None,
-        )
-        self._wake(sandbox)
-
-    def _wake(self, sandbox: Sandbox) -> None:
-        machine = sandbox.machine
-        if (
-            machine is not None
-            and sandbox.state is SandboxState.BLOCKED
-            and machine.state is MachineState.RUNNING
-        ):
-            sandbox.state = SandboxState.RUNNING
-            if sandbox.scheduled:
-                self.scheduler.enqueue(sandbox)
+    # ------------------------------------------------------------------ peers (channel 7)
 
     def send_to_peer(
         self, sender: Hash256, sender_owner: AgentId, target: Hash256, data: bytes
     ) -> None:
         """Channel 7: queue ``data`` for ``target`` if it is live, listens on 7 and accepts the sender."""
-        sandbox = self._sandboxes.get(target)
+        sandbox = self.state.find(target)
         if sandbox is None or sandbox.machine is None or sandbox.state.is_final:
             raise HostError(Status.NOT_FOUND, f"no live sandbox {target}")
         if Channel.INTER_SANDBOX not in sandbox.machine.grants:
@@ -753,126 +508,67 @@ class Engine(ServiceOperations):
                 Status.DENIED,
                 f"sandbox {target} does not accept messages from owner {sender_owner}",
             )
-        self._deliver_machine(
+        self.sandboxes.deliver_machine(
             sandbox, Channel.INTER_SANDBOX, incoming_frame(sender, sender_owner, data)
         )
 
-    # ------------------------------------------------------------------ stopping
-
-    async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        """Stop a READY, RUNNING or BLOCKED sandbox at once; the owner or a ``kill`` grant only."""
-        self._require_open()
-        sandbox = self._authorized(sandbox_id, requester, Operation.KILL)
-        if sandbox.state.is_final or sandbox.machine is None:
-            raise InvalidState(sandbox.state, "kill")
-        self._finalize(sandbox, SandboxState.KILLED, killed_by=requester)
-        self._commit()
-
-    async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        """Drop the record of a stopped sandbox (its id becomes unknown); the owner only."""
-        sandbox = self._get(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may forget it")
-        if sandbox.state.is_live:
-            raise InvalidState(sandbox.state, "forget")
-        self._drop(sandbox)
-        self._commit()
-
-    def _finalize(
-        self, sandbox: Sandbox, state: SandboxState, *, killed_by: AgentId | None = None
-    ) -> None:
-        """Stop the sandbox for good: result, accounting, event, waiters, replies, memory."""
-        machine = sandbox.machine
-        assert machine is not None and state.is_final
-        sandbox.state = state
-        sandbox.scheduled = False
-        fault = machine.fault if state is SandboxState.FAULTED else None
-        detail = machine.fault_detail if state is SandboxState.FAULTED else None
-        output = bytes(machine.stdout)
-        result = ExecResult(sandbox.id, state, machine.ticks_used, output, fault, detail)
-        sandbox.result = result
-        ticks_at_stop = machine.ticks_used
-        self._log(
-            "final",
-            id=sandbox.id.raw,
-            state=state.value,
-            ticks=ticks_at_stop,
-            killed_by=killed_by.raw if killed_by is not None else None,
+    def call_service_from_sandbox(
+        self,
+        sender: Hash256,
+        sender_owner: AgentId,
+        service_id: Hash256,
+        endpoint: bytes,
+        data: bytes,
+    ) -> int:
+        """Channel 7 ``CALL``: queue the call; the answer returns to ``sender`` on channel 7."""
+        return self.services.call_service_from_sandbox(
+            sender, sender_owner, service_id, endpoint, data
         )
-        sandbox.freeze()
-        self._count_live(sandbox, -1)
-        if sandbox.service is not None:
-            self._service_stopped(sandbox.service, result, ticks_at_stop)
-        if sandbox.reserved_ticks:
-            self.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, result.ticks_used)
-            sandbox.reserved_ticks = 0
-        if state is SandboxState.HALTED:
-            self._emit(
-                EventKind.SANDBOX_HALTED,
-                sandbox,
-                sandbox_id=sandbox.id,
-                ticks_used=result.ticks_used,
-                output_hash=Hash256.of(output),
-            )
-        elif state is SandboxState.KILLED:
-            self._emit(
-                EventKind.SANDBOX_KILLED, sandbox, sandbox_id=sandbox.id, killed_by=killed_by
-            )
-        else:
-            self._emit(
-                EventKind.SANDBOX_FAULTED,
-                sandbox,
-                sandbox_id=sandbox.id,
-                fault=int(fault) if fault is not None else None,
-                ticks_used=result.ticks_used,
-                pc=machine.pc,
-                fault_name=fault.name if fault is not None else state.value,
-                fault_detail=detail,
-            )
-        for waiter in sandbox.waiters:
-            if not waiter.done():
-                waiter.set_result(result)
-        sandbox.waiters.clear()
-        for recipient, reply_to in sandbox.notify:
-            self.mailbox.post(recipient, self._dispatcher.exec_result_envelope(result, reply_to))
-        sandbox.notify.clear()
 
-    def _drop(self, sandbox: Sandbox) -> None:
-        del self._sandboxes[sandbox.id]
-        self._log("forget", id=sandbox.id.raw)
+    # ------------------------------------------------------------------ services and cycles
+
+    @property
+    def cycle(self) -> int:
+        """The current cycle number (kept by the ledger)."""
+        return self.services.cycle
+
+    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
+        """Start the next cycle; returns its number (see :meth:`Services.begin_cycle`)."""
+        return await self.services.begin_cycle(allowances)
+
+    async def create_service(self, service: Service) -> Hash256:
+        """Turn a live persistent sandbox into a service (see :meth:`Services.create_service`)."""
+        return await self.services.create_service(service)
+
+    async def service_info(self, service_id: Hash256) -> ServiceInfo:
+        """A service's standing (services are public: anyone may ask)."""
+        return await self.services.service_info(service_id)
+
+    async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]:
+        """Every service (of ``owner``, when given), oldest first."""
+        return await self.services.list_services(owner)
+
+    async def call_service(
+        self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
+    ) -> ServiceResult:
+        """Call a service's endpoint and wait for its answer (see :meth:`Services.call_service`)."""
+        return await self.services.call_service(service_id, endpoint, data, caller)
+
+    async def fund_service(self, service_id: Hash256, requester: AgentId) -> None:
+        """Pay the current cycle of a service and resume it if it was suspended."""
+        await self.services.fund_service(service_id, requester)
 
     # ------------------------------------------------------------------ linking and proofs
 
     async def link_resolve(
         self, program_id: Hash256, imports: Sequence[Import], requester: AgentId
     ) -> Hash256:
-        """Link the program with ``imports`` (see :func:`kforge.link.link`); returns the new id.
-
-        The linked program is stored in the vault; with accounting on the
-        requester pays 2 ticks per import.  Publishes LINK_COMPLETED.
-        """
-        self._require_open()
-        resolved = link_program(
-            self.programs,
-            self.vault,
-            self.ledger if self.accounting else None,
-            program_id,
-            imports,
-            requester,
-        )
-        self.bus.publish(
-            EventKind.LINK_COMPLETED,
-            {"original": program_id, "resolved": resolved, "import_count": len(imports)},
-            owner=requester,
-        )
-        self._commit()
-        return resolved
+        """Link the program with ``imports``; returns the new id (see :meth:`Artifacts.link_resolve`)."""
+        return await self.artifacts.link_resolve(program_id, imports, requester)
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         """What determines the sandbox's run (for replay and for verifying its proof)."""
-        sandbox = self._authorized(sandbox_id, requester, Operation.STATUS)
-        program = self.programs.load(sandbox.request.code)
-        return run_record(sandbox, program, self.limits.message_limit)
+        return await self.artifacts.run_record(sandbox_id, requester)
 
     async def request_proof(self, sandbox_id: Hash256, requester: AgentId) -> ExecutionProof:
         """An execution proof of a HALTED or FAULTED sandbox (see :mod:`kforge.proofs`).
@@ -881,42 +577,7 @@ class Engine(ServiceOperations):
         :attr:`signer`; with accounting on the requester pays 2 ticks per tick
         of the run.  Publishes PROOF_GENERATED.  The owner or a ``status`` grant only.
         """
-        return await self._prove(self._prepare_proof(sandbox_id, requester))
-
-    def _prepare_proof(self, sandbox_id: Hash256, requester: AgentId) -> ProofJob:
-        """Check and charge a proof request (raises at once); generation comes later."""
-        self._require_open()
-        sandbox = self._authorized(sandbox_id, requester, Operation.STATUS)
-        if sandbox.state not in PROVABLE:
-            raise InvalidState(sandbox.state, "request_proof (only a halted or faulted run)")
-        program = self.programs.load(sandbox.request.code)
-        record = run_record(sandbox, program, self.limits.message_limit)
-        cost = ProofJob.cost_of(sandbox.ticks_used) if self.accounting else 0
-        if cost:
-            self.ledger.charge_ticks(requester, cost, f"a proof of sandbox {sandbox_id}")
-        return ProofJob(sandbox, requester, program, record, cost)
-
-    async def _prove(self, job: ProofJob) -> ExecutionProof:
-        try:
-            proof = await run_proof_job(job, self.signer, self.tier)
-        except BaseException:
-            if job.cost:
-                self.ledger.refund_ticks(job.requester, job.cost)
-            raise
-        self.bus.publish(
-            EventKind.PROOF_GENERATED,
-            proof_event_payload(proof),
-            sandbox_id=job.sandbox.id,
-            owner=job.sandbox.owner,
-        )
-        self._commit()
-        return proof
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` in the background; :meth:`close` waits for it."""
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        return await self.artifacts.prove(self.artifacts.prepare_proof(sandbox_id, requester))
 
     # ------------------------------------------------------------------ messages
 
@@ -926,50 +587,8 @@ class Engine(ServiceOperations):
         Never raises: every failure becomes an ERROR reply carrying a ``KingdomError``.
         ``EXEC_START``'s result arrives later in :attr:`mailbox` as ``EXEC_RESULT``.
         """
-        return await self._dispatcher.dispatch(envelope)
+        return await self.dispatcher.dispatch(envelope)
 
     async def dispatch_bytes(self, raw: bytes) -> bytes:
         """:meth:`dispatch` for an encoded envelope; returns the encoded reply."""
-        return await self._dispatcher.dispatch_bytes(raw)
-
-    # ------------------------------------------------------------------ events
-
-    def _emit(self, kind: AnyEventKind, sandbox: Sandbox, **payload: Any) -> None:
-        self.bus.publish(kind, payload, sandbox_id=sandbox.id, owner=sandbox.owner)
-
-    # ------------------------------------------------------------------ durability hooks
-
-    def _log(self, kind: str, **fields: Any) -> None:
-        """Record a change for the durable log (a no-op for an engine that is not durable)."""
-        if self.journal is not None:
-            self.journal.append(kind, fields)
-
-    def _commit(self) -> None:
-        """Make the recorded changes durable before acknowledging (no-op when not durable).
-
-        The ledger's accounts are logged whole whenever the ledger was written.
-        """
-        journal = self.journal
-        if journal is None:
-            return
-        changes = self.ledger.changes
-        if changes != self._ledger_changes:
-            self._ledger_changes = changes
-            journal.append("accounts", accounts_record(self))
-        journal.commit()
-
-    def _snapshot_now(self) -> int:
-        """Commit, then store a snapshot of everything (between slices only); its log seq."""
-        journal = self.journal
-        assert journal is not None
-        self._commit()
-        journal.save_snapshot(take_snapshot(self))
-        return journal.last_seq
-
-    async def snapshot(self) -> int:
-        """Store a snapshot now (durable engines); returns the last log row it includes."""
-        if self.journal is None:
-            raise Internal("the engine is not durable: there is nothing to snapshot to")
-        self._require_open()
-        async with self._exec_lock:
-            return self._snapshot_now()
+        return await self.dispatcher.dispatch_bytes(raw)

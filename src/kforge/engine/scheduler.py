@@ -23,6 +23,7 @@ import itertools
 from collections import deque
 from typing import Protocol
 
+from kforge.core import Hash256
 from kforge.engine.models import Clock, SandboxState
 from kforge.engine.sandbox import Sandbox
 
@@ -48,7 +49,11 @@ class Scheduler:
         self._runner = runner
         self._clock = clock
         self._queue: deque[Sandbox] = deque()
+        self._queued: set[Hash256] = set()
         self._deadlines: list[tuple[float, int, Sandbox]] = []
+        #: The deadline of each execution the scheduler watches (heap entries that
+        #: no longer match are stale and skipped).
+        self._deadline_of: dict[Hash256, float] = {}
         self._order = itertools.count()
         self._wakeup = asyncio.Event()
         self._stopping = False
@@ -60,16 +65,20 @@ class Scheduler:
 
     def enqueue(self, sandbox: Sandbox) -> None:
         """Put a runnable sandbox at the back of the queue (once)."""
-        if not sandbox.queued:
-            sandbox.queued = True
+        if sandbox.id not in self._queued:
+            self._queued.add(sandbox.id)
             self._queue.append(sandbox)
             self._wakeup.set()
 
-    def watch_deadline(self, sandbox: Sandbox) -> None:
-        """Remember ``sandbox.deadline_at``; entries for finished sandboxes are skipped later."""
-        if sandbox.deadline_at is not None:
-            heapq.heappush(self._deadlines, (sandbox.deadline_at, next(self._order), sandbox))
-            self._wakeup.set()
+    def watch_deadline(self, sandbox: Sandbox, deadline: float) -> None:
+        """End the sandbox's execution at ``deadline`` (the clock's ``monotonic`` time)."""
+        self._deadline_of[sandbox.id] = deadline
+        heapq.heappush(self._deadlines, (deadline, next(self._order), sandbox))
+        self._wakeup.set()
+
+    def forget_deadline(self, sandbox: Sandbox) -> None:
+        """The sandbox's execution has no deadline any more (a service)."""
+        self._deadline_of.pop(sandbox.id, None)
 
     def poke(self) -> None:
         """Make an idle scheduler look at its deadlines again (after moving an injected clock)."""
@@ -81,14 +90,18 @@ class Scheduler:
         expired = []
         while self._deadlines and self._deadlines[0][0] <= now:
             deadline, _, sandbox = heapq.heappop(self._deadlines)
-            if sandbox.state.is_live and sandbox.scheduled and sandbox.deadline_at == deadline:
+            if self._deadline_of.get(sandbox.id) != deadline:
+                continue  # stale: replaced, or forgotten
+            del self._deadline_of[sandbox.id]
+            if sandbox.state.is_live and sandbox.scheduled:
                 self._runner.deadline_passed(sandbox)
                 expired.append(sandbox)
         return expired
 
     def _idle_timeout(self) -> float | None:
         while self._deadlines and not self._deadlines[0][2].state.is_live:
-            heapq.heappop(self._deadlines)
+            _, _, sandbox = heapq.heappop(self._deadlines)
+            self._deadline_of.pop(sandbox.id, None)
         if not self._deadlines:
             return None
         return max(0.0, self._deadlines[0][0] - self._clock.monotonic())
@@ -103,7 +116,7 @@ class Scheduler:
                     await asyncio.wait_for(self._wakeup.wait(), self._idle_timeout())
                 continue
             sandbox = self._queue.popleft()
-            sandbox.queued = False
+            self._queued.discard(sandbox.id)
             if sandbox.state is not SandboxState.RUNNING or not sandbox.scheduled:
                 continue
             await self._runner.run_slice(sandbox)

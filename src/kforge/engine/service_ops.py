@@ -1,25 +1,29 @@
-"""The engine's services and cycles (seed §3.11, §14): a mixin of :class:`Engine`.
+"""Services and cycles (seed §3.11, §14), composed around the engine's state.
 
 A service is a live persistent sandbox whose endpoints (channels 3..7) answer
 calls one at a time; each cycle it is paid for and its tick budget refilled,
-or it is suspended.  :class:`ServiceOperations` holds these operations and
-:meth:`~ServiceOperations.begin_cycle`; :class:`kforge.engine.Engine` inherits
-them and provides the state and the sandbox operations declared below.
+or it is suspended.  :class:`Services` holds these operations and
+:meth:`~Services.begin_cycle`; it works on the sandboxes through
+:class:`~kforge.engine.sandboxes.Sandboxes` and records every change.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
 
-from kforge.accounting import PERSISTENT_SPARK_PER_CYCLE, InsufficientResources, Ledger
-from kforge.core import AgentId, EventKind, Hash256, InvalidState, PermissionDenied, ServiceNotFound
+from kforge.accounting import PERSISTENT_SPARK_PER_CYCLE, InsufficientResources
+from kforge.core import (
+    AgentId,
+    Hash256,
+    InvalidRequest,
+    InvalidState,
+    PermissionDenied,
+    ServiceNotFound,
+)
+from kforge.engine.context import EngineContext
 from kforge.engine.models import (
-    Endpoint,
-    EngineLimits,
     ExecResult,
-    HostCall,
     SandboxState,
     Service,
     ServiceCallFailed,
@@ -27,76 +31,42 @@ from kforge.engine.models import (
     ServiceResult,
     ServiceState,
 )
-from kforge.engine.sandbox import Sandbox
-from kforge.engine.scheduler import Scheduler
-from kforge.engine.services import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
-from kforge.events import EventBus, ExtensionEventKind
+from kforge.engine.records import (
+    AllocationGranted,
+    CallAnswered,
+    CallQueued,
+    CallStarted,
+    CycleBegan,
+    ExecutionScheduled,
+    HostCallDropped,
+    ServiceCreated,
+    ServiceResumed,
+    ServiceSettled,
+    ServiceSuspended,
+)
+from kforge.engine.sandbox import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
+from kforge.engine.sandboxes import Sandboxes
 from kforge.host import HostError, Status, service_answer_frame
 from kforge.isa import GRANTABLE_CHANNELS, Channel
 from kforge.machine import Machine, MachineState
-from kforge.messages import InvalidRequest, Mailbox
 
-if TYPE_CHECKING:
-    from kforge.engine.dispatch import Dispatcher
-
-__all__ = ["ServiceOperations"]
-
-_SERVICE_DOMAIN: Final = b"kforge/service/v1\0"
+__all__ = ["Services"]
 
 
-class ServiceOperations:
-    """Services and cycles of :class:`kforge.engine.Engine` (a mixin; not usable alone).
+class Services:
+    """The services and cycles of one engine."""
 
-    The annotations below are what the mixin relies on; ``Engine`` sets them
-    in ``__init__`` and defines the methods declared under ``TYPE_CHECKING``.
-    """
-
-    agent_id: AgentId
-    accounting: bool
-    ledger: Ledger
-    limits: EngineLimits
-    bus: EventBus
-    mailbox: Mailbox
-    scheduler: Scheduler
-    _dispatcher: Dispatcher
-    _secret: bytes
-    _sandboxes: dict[Hash256, Sandbox]
-    _services: dict[Hash256, ServiceRecord]
-    _service_counter: int
-    _call_counter: int
-
-    if TYPE_CHECKING:
-
-        def _require_open(self) -> None: ...
-
-        def _get(self, sandbox_id: Hash256) -> Sandbox: ...
-
-        def _begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None: ...
-
-        def _deliver_machine(
-            self,
-            sandbox: Sandbox,
-            channel: int,
-            data: bytes,
-            call: tuple[bytes, int] | None = None,
-        ) -> None: ...
-
-        def _finalize(
-            self, sandbox: Sandbox, state: SandboxState, *, killed_by: AgentId | None = None
-        ) -> None: ...
-
-        def _drop(self, sandbox: Sandbox) -> None: ...
-
-        def _log(self, kind: str, **fields: Any) -> None: ...
-
-        def _commit(self) -> None: ...
+    def __init__(self, ctx: EngineContext, sandboxes: Sandboxes) -> None:
+        self.ctx = ctx
+        self.sandboxes = sandboxes
+        sandboxes.on_service_stopped = self._stopped
 
     # ------------------------------------------------------------------ cycles
 
     @property
     def cycle(self) -> int:
         """The current cycle number (kept by the ledger)."""
-        return self.ledger.cycle
+        return self.ctx.ledger.cycle
 
     async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
         """Start the next cycle; returns its number.
@@ -111,45 +81,40 @@ class ServiceOperations:
         every service is funded for the new cycle (its tick budget refilled to
         its allocation) or suspended (see :meth:`fund_service`).
         """
-        self._require_open()
-        for service in self._services.values():
-            self._settle_service(service)
-        for sandbox in list(self._sandboxes.values()):
+        ctx = self.ctx
+        ctx.require_open()
+        for service in ctx.state.services.values():
+            self._settle(service)
+        engine_agent = ctx.agent_id
+        for sandbox in list(ctx.state.sandboxes.values()):
             if sandbox.service is not None:
                 continue
+            live = sandbox.state.is_live and sandbox.machine is not None
             if sandbox.request.persistent:
-                if sandbox.state.is_live and sandbox.machine is not None and self.accounting:
+                if live and ctx.accounting:
                     try:
-                        self.ledger.charge_spark(
+                        ctx.ledger.charge_spark(
                             sandbox.owner,
                             PERSISTENT_SPARK_PER_CYCLE,
                             f"keeping persistent sandbox {sandbox.id}",
                         )
                     except InsufficientResources:
-                        self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
+                        self.sandboxes.finalize(
+                            sandbox, SandboxState.KILLED, killed_by=engine_agent
+                        )
                 continue
-            if sandbox.state.is_live and sandbox.machine is not None:
-                self._finalize(sandbox, SandboxState.KILLED, killed_by=self.agent_id)
-            self._drop(sandbox)
-        cycle = self.ledger.begin_cycle(allowances)
-        self.bus.publish(ExtensionEventKind.CYCLE_STARTED, {"cycle": cycle})
-        for service in list(self._services.values()):
+            if live:
+                self.sandboxes.finalize(sandbox, SandboxState.KILLED, killed_by=engine_agent)
+            self.sandboxes.drop(sandbox)
+        cycle = ctx.ledger.begin_cycle(allowances)
+        ctx.transitions.record(CycleBegan(cycle))
+        for service in list(ctx.state.services.values()):
             if service.state is not ServiceState.FAILED:
                 self._fund(service, cycle, automatic=True)
-        self._commit()
+        ctx.commit()
         return cycle
 
     # ------------------------------------------------------------------ services
-
-    def _new_service_id(self) -> Hash256:
-        self._service_counter += 1
-        return Hash256.of(_SERVICE_DOMAIN + self._secret + self._service_counter.to_bytes(8, "big"))
-
-    def _get_service(self, service_id: Hash256) -> ServiceRecord:
-        service = self._services.get(service_id) if isinstance(service_id, Hash256) else None
-        if service is None:
-            raise ServiceNotFound(service_id)
-        return service
 
     async def create_service(self, service: Service) -> Hash256:
         """Turn a live persistent sandbox into a service (seed §3.11); returns the service id.
@@ -162,11 +127,13 @@ class ServiceOperations:
         its ticks used plus ``service.tick_budget``; it is started if READY and
         runs under the scheduler with no wall-clock deadline from now on.
         """
-        self._require_open()
+        ctx = self.ctx
+        ctx.require_open()
         if not isinstance(service, Service):
             raise InvalidRequest("service", f"expected a Service, got {type(service).__name__}")
-        _check_service(service, self.limits.max_tick_budget)
-        sandbox = self._get(service.sandbox)
+        service = service.validate()  # a request built in Python: check its fields' types
+        _check_service(service, ctx.limits.max_tick_budget)
+        sandbox = ctx.state.sandbox(service.sandbox)
         if service.owner != sandbox.owner:
             raise PermissionDenied(
                 f"agent {service.owner} is not the owner of sandbox {sandbox.id}: "
@@ -185,70 +152,46 @@ class ServiceOperations:
                     f"endpoint {endpoint.name!r} (endpoints[{index}]) uses channel "
                     f"{endpoint.channel}, which sandbox {sandbox.id} was not granted"
                 )
-        if service.id is not None and service.id in self._services:
+        if service.id is not None and service.id in ctx.state.services:
             raise InvalidRequest("id", f"service id {service.id} is already in use")
-        service_id = service.id if service.id is not None else self._new_service_id()
-        record = ServiceRecord(
-            service_id,
-            service.owner,
-            sandbox,
-            bytes(service.name),
-            service.tick_budget,
-            service.auto_fund,
-            tuple(service.endpoints),
-        )
-        cycle = self.ledger.cycle
-        shortfall = self._pay_cycle(record, cycle)
-        if shortfall is not None:
-            raise shortfall
+        counter = ctx.state.service_counter + 1
+        service_id = service.id if service.id is not None else ctx.identities.service_id(counter)
+        cycle = ctx.ledger.cycle
+        reserved = self._pay_cycle(service.owner, service_id, service.tick_budget, cycle)
         if sandbox.reserved_ticks:  # an execution started before: its ticks so far are spent
-            self.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, machine.ticks_used)
-            sandbox.reserved_ticks = 0
-        self._services[service_id] = record
-        sandbox.service = record
-        self._log(
-            "service",
-            id=service_id.raw,
-            counter=self._service_counter,
-            sandbox=sandbox.id.raw,
-            name=record.name,
-            tick_budget=record.tick_budget,
-            auto_fund=record.auto_fund,
-            endpoints=[[e.name, e.channel, e.schema] for e in record.endpoints],
+            ctx.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, machine.ticks_used)
+        ctx.transitions.record(
+            ServiceCreated(
+                service_id,
+                counter,
+                sandbox.id,
+                service.owner,
+                bytes(service.name),
+                service.tick_budget,
+                service.auto_fund,
+                tuple(service.endpoints),
+            )
         )
-        self._grant_allocation(record, cycle)
-        self._begin(sandbox, reserve=False)
-        sandbox.scheduled = True
-        sandbox.deadline_at = None
-        self._log("start", id=sandbox.id.raw, deadline=False)
-        if sandbox.state in (SandboxState.READY, SandboxState.RUNNING):
-            sandbox.state = SandboxState.RUNNING
-            self.scheduler.enqueue(sandbox)
-        self.bus.publish(
-            EventKind.SERVICE_CREATED,
-            {
-                "service_id": service_id,
-                "owner": record.owner,
-                "name": record.name,
-                "endpoints": [
-                    {"name": e.name, "channel": e.channel, "schema": e.schema}
-                    for e in record.endpoints
-                ],
-            },
-            sandbox_id=sandbox.id,
-            owner=record.owner,
-        )
-        self._pump(record)
-        self._commit()
+        record = ctx.state.service(service_id)
+        self._grant_allocation(record, cycle, reserved)
+        self.sandboxes.begin(sandbox, reserve=False)
+        ctx.scheduler.forget_deadline(sandbox)
+        ctx.transitions.record(ExecutionScheduled(sandbox.id, False))
+        if sandbox.state is SandboxState.RUNNING:
+            ctx.scheduler.enqueue(sandbox)
+        self.pump(record)
+        ctx.commit()
         return service_id
 
     async def service_info(self, service_id: Hash256) -> ServiceInfo:
         """A service's standing (services are public: anyone may ask)."""
-        return self._get_service(service_id).info()
+        return self.ctx.state.service(service_id).info()
 
     async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]:
         """Every service (of ``owner``, when given), oldest first."""
-        return [s.info() for s in self._services.values() if owner is None or s.owner == owner]
+        return [
+            s.info() for s in self.ctx.state.services.values() if owner is None or s.owner == owner
+        ]
 
     async def call_service(
         self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
@@ -261,13 +204,13 @@ class ServiceOperations:
         stopped) at once, and ``ServiceCallFailed`` when the service's sandbox
         stops before answering (e.g. ``OUT_OF_TICKS`` inside the call).
         """
-        self._require_open()
+        self.ctx.require_open()
         future: asyncio.Future[ServiceResult] = asyncio.get_running_loop().create_future()
-        self._queue_call(service_id, endpoint, data, caller, future=future)
-        self._commit()
+        self.queue_call(service_id, endpoint, data, caller, future=future)
+        self.ctx.commit()
         return await future
 
-    def _queue_call(
+    def queue_call(
         self,
         service_id: Hash256,
         endpoint: bytes,
@@ -278,7 +221,10 @@ class ServiceOperations:
         notify: tuple[AgentId, Hash256] | None = None,
         future: asyncio.Future[ServiceResult] | None = None,
     ) -> ServiceCall:
-        service = self._get_service(service_id)
+        """Queue one call (checked first); its answer goes to ``future``, ``notify`` or
+        ``caller_sandbox``."""
+        ctx = self.ctx
+        service = ctx.state.service(service_id)
         if service.state is ServiceState.FAILED:
             raise InvalidState(service.sandbox.state, "call_service (the service has stopped)")
         if not isinstance(endpoint, bytes | bytearray):
@@ -290,36 +236,23 @@ class ServiceOperations:
                 "endpoint",
                 f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})",
             )
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidRequest("data", f"expected bytes, got {type(data).__name__}")
-        if len(data) > self.limits.message_limit:
-            raise InvalidRequest(
-                "data",
-                f"{len(data)} bytes is over the message limit of {self.limits.message_limit}",
+        data = ctx.limits.check_message(data)
+        number = ctx.state.call_counter + 1
+        ctx.transitions.record(
+            CallQueued(
+                service.id,
+                number,
+                found.name,
+                data,
+                caller,
+                caller_sandbox,
+                notify[0] if notify is not None else None,
+                notify[1] if notify is not None else None,
             )
-        self._call_counter += 1
-        call = ServiceCall(
-            self._call_counter,
-            service.id,
-            found,
-            bytes(data),
-            caller,
-            caller_sandbox,
-            notify,
-            future,
         )
-        service.queue.append(call)
-        self._log(
-            "call",
-            service=service.id.raw,
-            number=call.number,
-            endpoint=found.name,
-            data=call.data,
-            caller=caller.raw,
-            caller_sandbox=caller_sandbox.raw if caller_sandbox is not None else None,
-            notify=[notify[0].raw, notify[1].raw] if notify is not None else None,
-        )
-        self._pump(service)
+        call = service.queue[-1]
+        call.future = future
+        self.pump(service)
         return call
 
     def call_service_from_sandbox(
@@ -332,7 +265,7 @@ class ServiceOperations:
     ) -> int:
         """Channel 7 ``CALL``: queue the call; the answer returns to ``sender`` on channel 7."""
         try:
-            call = self._queue_call(service_id, endpoint, data, sender_owner, caller_sandbox=sender)
+            call = self.queue_call(service_id, endpoint, data, sender_owner, caller_sandbox=sender)
         except ServiceNotFound:
             raise HostError(Status.NOT_FOUND, f"no service {service_id}") from None
         except InvalidState as error:
@@ -342,7 +275,7 @@ class ServiceOperations:
             raise HostError(status, error.reason) from None
         return call.number
 
-    def _pump(self, service: ServiceRecord) -> None:
+    def pump(self, service: ServiceRecord) -> None:
         """Deliver the next queued call when the service is funded, idle and started."""
         if (
             service.state is not ServiceState.ACTIVE
@@ -356,45 +289,41 @@ class ServiceOperations:
             return
         if machine.state not in (MachineState.RUNNING, MachineState.BLOCKED):
             return  # READY: its first slice runs the service's start-up before any call
-        call = service.queue.popleft()
-        service.current = call
-        call.ticks_at_delivery = machine.ticks_used
-        self._log(
-            "call_started", service=service.id.raw, number=call.number, ticks=machine.ticks_used
+        call = service.queue[0]
+        self.ctx.transitions.record(
+            CallStarted(
+                service.id,
+                call.number,
+                machine.ticks_used,
+                sandbox.id,
+                service.owner,
+                call.endpoint.name,
+                call.caller,
+            )
         )
-        self.bus.publish(
-            EventKind.SERVICE_CALLED,
-            {"service_id": service.id, "endpoint": call.endpoint.name, "caller": call.caller},
-            sandbox_id=sandbox.id,
-            owner=service.owner,
-        )
-        self._deliver_machine(sandbox, call.endpoint.channel, call.data)
+        self.sandboxes.deliver_machine(sandbox, call.endpoint.channel, call.data)
 
-    def _service_output(
+    def service_output(
         self, service: ServiceRecord, channel: int, data: bytes, machine: Machine
     ) -> None:
         """A message the service sent on an endpoint channel: the current call's reply, or dropped."""
         call = service.current
+        ticks = machine.ticks_used
         if call is None or call.endpoint.channel != channel:
-            service.sandbox.io_log.append(
-                HostCall(machine.ticks_used, channel, data, b"", Status.DENIED, False)
+            self.ctx.transitions.record(
+                HostCallDropped(service.sandbox.id, ticks, channel, data, b"", int(Status.DENIED))
             )
             return
-        service.current = None
-        service.calls_completed += 1
-        result = ServiceResult(
-            service.id, call.endpoint.name, data, machine.ticks_used - call.ticks_at_delivery
-        )
-        self._log("call_done", service=service.id.raw, number=call.number)
-        self.bus.publish(
-            EventKind.SERVICE_COMPLETED,
-            {
-                "service_id": service.id,
-                "endpoint": result.endpoint,
-                "ticks_used": result.ticks_used,
-            },
-            sandbox_id=service.sandbox.id,
-            owner=service.owner,
+        result = ServiceResult(service.id, call.endpoint.name, data, ticks - call.ticks_at_delivery)
+        self.ctx.transitions.record(
+            CallAnswered(
+                service.id,
+                call.number,
+                service.sandbox.id,
+                service.owner,
+                result.endpoint,
+                result.ticks_used,
+            )
         )
         self._answer(call, result, None)
 
@@ -402,6 +331,7 @@ class ServiceOperations:
         self, call: ServiceCall, result: ServiceResult | None, error: ServiceCallFailed | None
     ) -> None:
         """Send a call's outcome where it is awaited: the API caller, the mailbox, a sandbox."""
+        ctx = self.ctx
         if call.future is not None and not call.future.done():
             if result is not None:
                 call.future.set_result(result)
@@ -411,37 +341,43 @@ class ServiceOperations:
         if call.notify is not None:
             recipient, reply_to = call.notify
             if result is not None:
-                envelope = self._dispatcher.service_result_envelope(result, reply_to)
+                envelope = ctx.replies.service_result(result, reply_to)
             else:
                 assert error is not None
-                envelope = self._dispatcher.error_reply(error, reply_to)
-            self.mailbox.post(recipient, envelope)
+                envelope = ctx.replies.error(error, reply_to)
+            ctx.mailbox.post(recipient, envelope)
         if call.caller_sandbox is not None:
-            caller = self._sandboxes.get(call.caller_sandbox)
-            machine = caller.machine if caller is not None else None
-            if caller is None or machine is None or caller.state.is_final:
-                return
-            if result is not None:
-                status, ticks, body = Status.OK, result.ticks_used, result.data
-            else:
-                assert error is not None
-                status, ticks, body = Status.UNAVAILABLE, error.ticks_used, str(error).encode()
-            room = machine.message_limit - len(
-                service_answer_frame(call.service_id, 0, status, 0, b"")
-            )
-            if len(body) > room:
-                status, body = Status.TOO_LARGE, b"the service's answer exceeds the message limit"
-            frame = service_answer_frame(call.service_id, call.number, status, ticks, body[:room])
-            if Channel.INTER_SANDBOX in machine.grants:
-                self._deliver_machine(caller, Channel.INTER_SANDBOX, frame)
+            self._answer_sandbox(call, result, error)
 
-    def _service_stopped(self, service: ServiceRecord, result: ExecResult, ticks: int) -> None:
-        """The service's sandbox stopped: the service fails, and so do its calls."""
-        if service.reserved_ticks:
-            used = max(0, ticks - service.cycle_start_ticks)
-            self.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
-            service.reserved_ticks = 0
-        service.state = ServiceState.FAILED
+    def _answer_sandbox(
+        self, call: ServiceCall, result: ServiceResult | None, error: ServiceCallFailed | None
+    ) -> None:
+        assert call.caller_sandbox is not None
+        caller = self.ctx.state.find(call.caller_sandbox)
+        machine = caller.machine if caller is not None else None
+        if caller is None or machine is None or caller.state.is_final:
+            return
+        if result is not None:
+            status, ticks, body = Status.OK, result.ticks_used, result.data
+        else:
+            assert error is not None
+            status, ticks, body = Status.UNAVAILABLE, error.ticks_used, str(error).encode()
+        room = machine.message_limit - len(service_answer_frame(call.service_id, 0, status, 0, b""))
+        if len(body) > room:
+            status, body = Status.TOO_LARGE, b"the service's answer exceeds the message limit"
+        frame = service_answer_frame(call.service_id, call.number, status, ticks, body[:room])
+        if Channel.INTER_SANDBOX in machine.grants:
+            self.sandboxes.deliver_machine(caller, Channel.INTER_SANDBOX, frame)
+
+    def _stopped(
+        self,
+        service: ServiceRecord,
+        result: ExecResult,
+        ticks: int,
+        current: ServiceCall | None,
+        queued: list[ServiceCall],
+    ) -> None:
+        """The service's sandbox stopped: the service failed, and so did its calls."""
         fault = result.fault.name if result.fault is not None else None
         if fault == "OUT_OF_TICKS":
             reason = (
@@ -452,11 +388,7 @@ class ServiceOperations:
             reason = f"the service's sandbox stopped ({result.state.value}" + (
                 f", {fault})" if fault else ")"
             )
-        current = service.current
-        calls = ([current] if current is not None else []) + list(service.queue)
-        service.current = None
-        service.queue.clear()
-        for call in calls:
+        for call in ([current] if current is not None else []) + queued:
             used = ticks - call.ticks_at_delivery if call is current else 0
             error = ServiceCallFailed(
                 service.id,
@@ -475,154 +407,114 @@ class ServiceOperations:
         ``InvalidState``; a short owner ``InsufficientResources``.  A service
         already paid for this cycle is left as it is.
         """
-        self._require_open()
-        service = self._get_service(service_id)
+        ctx = self.ctx
+        ctx.require_open()
+        service = ctx.state.service(service_id)
         if requester != service.owner:
             raise PermissionDenied(f"only the owner of service {service_id} may fund it")
         if service.state is ServiceState.FAILED:
             raise InvalidState(service.sandbox.state, "fund_service (the service has stopped)")
-        cycle = self.ledger.cycle
+        cycle = ctx.ledger.cycle
         if service.state is ServiceState.ACTIVE and service.funded_cycle == cycle:
             return
-        shortfall = self._pay_cycle(service, cycle)
-        if shortfall is not None:
-            raise shortfall
-        self._grant_allocation(service, cycle)
-        self._commit()
+        reserved = self._pay_cycle(service.owner, service.id, service.tick_budget, cycle)
+        self._grant_allocation(service, cycle, reserved)
+        ctx.commit()
 
     def _fund(self, service: ServiceRecord, cycle: int, *, automatic: bool) -> None:
         """At a cycle start: pay and refill the service, or suspend it."""
-        if automatic and self.accounting and not service.auto_fund:
+        if automatic and self.ctx.accounting and not service.auto_fund:
             self._suspend(
                 service, cycle, "not auto-funded: the owner pays each cycle (fund_service)"
             )
             return
-        shortfall = self._pay_cycle(service, cycle)
-        if shortfall is not None:
+        try:
+            reserved = self._pay_cycle(service.owner, service.id, service.tick_budget, cycle)
+        except InsufficientResources as shortfall:
             self._suspend(service, cycle, str(shortfall))
             return
-        self._grant_allocation(service, cycle)
+        self._grant_allocation(service, cycle, reserved)
 
-    def _pay_cycle(self, service: ServiceRecord, cycle: int) -> InsufficientResources | None:
-        """Charge one cycle (accounting on): 10 Spark, and the allocation reserved from the ticks."""
-        if not self.accounting:
-            return None
-        account = self.ledger.account(service.owner)
-        purpose = f"cycle {cycle} of service {service.id}"
+    def _pay_cycle(self, owner: AgentId, service_id: Hash256, allocation: int, cycle: int) -> int:
+        """Charge one cycle (accounting on): 10 Spark, and the allocation reserved from the
+        ticks; returns the ticks reserved.  Raises ``InsufficientResources`` with nothing
+        charged when the owner is short of either."""
+        ctx = self.ctx
+        if not ctx.accounting:
+            return 0
+        account = ctx.ledger.account(owner)
+        purpose = f"cycle {cycle} of service {service_id}"
         if account.spark < PERSISTENT_SPARK_PER_CYCLE:
-            return InsufficientResources(
-                service.owner, "Spark", PERSISTENT_SPARK_PER_CYCLE, account.spark, purpose
+            raise InsufficientResources(
+                owner, "Spark", PERSISTENT_SPARK_PER_CYCLE, account.spark, purpose
             )
-        if account.ticks_available < service.tick_budget:
-            return InsufficientResources(
-                service.owner, "ticks", service.tick_budget, account.ticks_available, purpose
+        if account.ticks_available < allocation:
+            raise InsufficientResources(
+                owner, "ticks", allocation, account.ticks_available, purpose
             )
-        self.ledger.charge_spark(service.owner, PERSISTENT_SPARK_PER_CYCLE, purpose)
-        self.ledger.reserve_ticks(service.owner, service.tick_budget, purpose)
-        service.reserved_ticks = service.tick_budget
-        return None
+        ctx.ledger.charge_spark(owner, PERSISTENT_SPARK_PER_CYCLE, purpose)
+        ctx.ledger.reserve_ticks(owner, allocation, purpose)
+        return allocation
 
-    def _grant_allocation(self, service: ServiceRecord, cycle: int) -> None:
+    def _grant_allocation(self, service: ServiceRecord, cycle: int, reserved: int) -> None:
         """Refill the machine's budget to one allocation and let the service run."""
+        ctx = self.ctx
         sandbox = service.sandbox
         machine = sandbox.machine
         assert machine is not None
-        service.funded_cycle = cycle
-        service.cycle_start_ticks = machine.ticks_used
-        machine.tick_budget = machine.ticks_used + service.tick_budget
-        self._log(
-            "budget",
-            id=sandbox.id.raw,
-            ticks=machine.ticks_used,
-            budget=machine.tick_budget,
-            cycle=cycle,
-            reserved=service.reserved_ticks,
+        ticks = machine.ticks_used
+        ctx.transitions.record(
+            AllocationGranted(
+                service.id, sandbox.id, ticks, ticks + service.tick_budget, cycle, reserved
+            )
         )
         if service.state is ServiceState.SUSPENDED:
-            service.state = ServiceState.ACTIVE
-            sandbox.scheduled = True
-            self._log("resume", service=service.id.raw)
-            self.bus.publish(
-                ExtensionEventKind.SERVICE_RESUMED,
-                {"service_id": service.id, "cycle": cycle},
-                sandbox_id=sandbox.id,
-                owner=service.owner,
-            )
+            ctx.transitions.record(ServiceResumed(service.id, sandbox.id, service.owner, cycle))
             if sandbox.state is SandboxState.RUNNING:
-                self.scheduler.enqueue(sandbox)
-        self._pump(service)
+                ctx.scheduler.enqueue(sandbox)
+        self.pump(service)
 
     def _suspend(self, service: ServiceRecord, cycle: int, reason: str) -> None:
         if service.state is not ServiceState.ACTIVE:
             return
-        service.state = ServiceState.SUSPENDED
-        service.sandbox.scheduled = False
-        self._log("suspend", service=service.id.raw)
-        self.bus.publish(
-            ExtensionEventKind.SERVICE_SUSPENDED,
-            {"service_id": service.id, "cycle": cycle, "reason": reason},
-            sandbox_id=service.sandbox.id,
-            owner=service.owner,
+        self.ctx.transitions.record(
+            ServiceSuspended(service.id, service.sandbox.id, service.owner, cycle, reason)
         )
 
-    def _settle_service(self, service: ServiceRecord) -> None:
+    def _settle(self, service: ServiceRecord) -> None:
         """At a cycle's end: the ticks the service used are spent, the rest released."""
         if service.reserved_ticks:
             used = max(0, service.sandbox.ticks_used - service.cycle_start_ticks)
-            self.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
-            service.reserved_ticks = 0
-            self._log("settle", service=service.id.raw)
+            self.ctx.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
+            self.ctx.transitions.record(ServiceSettled(service.id))
 
 
 def _check_service(service: Service, max_tick_budget: int) -> None:
-    """Type and range checks of a ``Service`` request (``InvalidRequest`` naming the field)."""
-    if not isinstance(service.owner, AgentId):
-        raise InvalidRequest("owner", "expected an AgentId")
-    if not isinstance(service.sandbox, Hash256):
-        raise InvalidRequest("sandbox", "expected a Hash256")
-    if service.id is not None and not isinstance(service.id, Hash256):
-        raise InvalidRequest("id", "expected a Hash256 or None")
-    if (
-        not isinstance(service.name, bytes | bytearray)
-        or not 1 <= len(service.name) <= MAX_SERVICE_NAME
-    ):
+    """Range checks of a ``Service`` request beyond its schema (``InvalidRequest`` naming
+    the field)."""
+    if not 1 <= len(service.name) <= MAX_SERVICE_NAME:
         raise InvalidRequest("name", f"expected 1..{MAX_SERVICE_NAME} bytes")
-    budget = service.tick_budget
-    if (
-        isinstance(budget, bool)
-        or not isinstance(budget, int)
-        or not 1 <= budget <= max_tick_budget
-    ):
+    if not 1 <= service.tick_budget <= max_tick_budget:
         raise InvalidRequest(
             "tick_budget", f"expected a per-cycle allocation in 1..{max_tick_budget}"
         )
-    if not isinstance(service.auto_fund, bool):
-        raise InvalidRequest("auto_fund", "expected a boolean")
-    endpoints = tuple(service.endpoints)
-    if not endpoints:
+    if not service.endpoints:
         raise InvalidRequest("endpoints", "a service needs at least one endpoint")
     names: set[bytes] = set()
     channels: set[int] = set()
-    for index, endpoint in enumerate(endpoints):
+    for index, endpoint in enumerate(service.endpoints):
         path = f"endpoints[{index}]"
-        if not isinstance(endpoint, Endpoint):
-            raise InvalidRequest(path, "expected an Endpoint")
-        if not isinstance(endpoint.name, bytes | bytearray) or not 1 <= len(endpoint.name) <= 255:
+        if not 1 <= len(endpoint.name) <= 255:
             raise InvalidRequest(f"{path}.name", "expected 1..255 bytes")
         if endpoint.name in names:
             raise InvalidRequest(f"{path}.name", f"endpoint {endpoint.name!r} is named twice")
-        if not isinstance(endpoint.schema, bytes | bytearray):
-            raise InvalidRequest(f"{path}.schema", "expected bytes")
-        channel = endpoint.channel
-        if (
-            isinstance(channel, bool)
-            or not isinstance(channel, int)
-            or channel not in GRANTABLE_CHANNELS
-        ):
+        if endpoint.channel not in GRANTABLE_CHANNELS:
             raise InvalidRequest(
-                f"{path}.channel", f"expected one of channels 3..7, got {channel!r}"
+                f"{path}.channel", f"expected one of channels 3..7, got {endpoint.channel!r}"
             )
-        if channel in channels:
-            raise InvalidRequest(f"{path}.channel", f"channel {channel} serves two endpoints")
-        names.add(bytes(endpoint.name))
-        channels.add(channel)
+        if endpoint.channel in channels:
+            raise InvalidRequest(
+                f"{path}.channel", f"channel {endpoint.channel} serves two endpoints"
+            )
+        names.add(endpoint.name)
+        channels.add(endpoint.channel)

@@ -27,21 +27,18 @@ Design in brief (details in each module):
 * :mod:`~kforge.fast.tiering` picks the tier: ``reference``, ``fast`` or
   ``auto`` (the interpreter until a background compile of a hot program lands).
 
-:func:`run` is the single entry point; the ``Machine`` holds its complete state
-whenever it returns.
+:meth:`FastTier.run` is the single entry point; the ``Machine`` holds its complete
+state whenever it returns.  There is no process-wide instance: a
+:class:`kforge.tiers.TierRunner` owns the fast tier it runs on.
 """
 
 from __future__ import annotations
-
-import threading
 
 from kforge.fast.analysis import ProgramPlan, plan_program
 from kforge.fast.cache import DATA_DIR_ENVIRONMENT, ModuleCache, default_data_dir
 from kforge.fast.compiler import COMPILER_VERSION, generate_wat
 from kforge.fast.runtime import CompiledProgram, execute, is_bound, make_engine, unbind
 from kforge.fast.tiering import TIERS, FastTier, Tier
-from kforge.machine import Machine, MachineState
-from kforge.program import ForgeProgram
 
 __all__ = [
     "COMPILER_VERSION",
@@ -52,54 +49,11 @@ __all__ = [
     "ModuleCache",
     "ProgramPlan",
     "Tier",
-    "compile_program",
     "default_data_dir",
-    "default_fast_tier",
     "execute",
     "generate_wat",
     "is_bound",
     "make_engine",
     "plan_program",
-    "run",
     "unbind",
 ]
-
-_default: FastTier | None = None
-_default_lock = threading.Lock()
-
-
-def default_fast_tier() -> FastTier:
-    """The process-wide :class:`FastTier` used when none is passed (created on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = FastTier()
-        return _default
-
-
-def compile_program(program: ForgeProgram, *, fast_tier: FastTier | None = None) -> CompiledProgram:
-    """Compile ``program`` now (or fetch it from the memory or disk cache)."""
-    return (fast_tier or default_fast_tier()).compile(program)
-
-
-def run(
-    machine: Machine,
-    *,
-    tier: Tier = "auto",
-    max_ticks: int | None = None,
-    yield_on_tick: bool = False,
-    fast_tier: FastTier | None = None,
-) -> MachineState:
-    """Run one slice of ``machine``: the contract of ``Machine.run``, on the chosen tier.
-
-    ``tier`` is ``"reference"`` (the interpreter), ``"fast"`` (compile first, then
-    compiled code) or ``"auto"`` (the interpreter until the program's compile,
-    started in the background once it is hot, is ready).  Every tier leaves the
-    machine in exactly the state the reference interpreter would.  Raises
-    ``ValueError`` for an unknown tier.
-    """
-    if tier == "reference":
-        return machine.run(max_ticks, yield_on_tick=yield_on_tick)
-    return (fast_tier or default_fast_tier()).run(
-        machine, tier=tier, max_ticks=max_ticks, yield_on_tick=yield_on_tick
-    )

@@ -18,15 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from kforge.isa import OPCODES, Instruction, Opcode, tick_cost
+from kforge.isa import OPCODES, FlagEffect, Instruction, Opcode, OpKind, opcodes_where, tick_cost
 
 __all__ = [
     "ARITHMETIC_FLAG_SETTERS",
     "HOST_OPCODES",
+    "JUMPS",
     "LOGIC_FLAG_SETTERS",
     "MAX_BLOCK_LENGTH",
     "MAX_REGION_BLOCKS",
     "REGISTER_FIELDS",
+    "STATIC_TARGETS",
     "Block",
     "ProgramPlan",
     "Region",
@@ -41,44 +43,21 @@ MAX_BLOCK_LENGTH: Final = 64
 # wasm function each, compiled apart (and in parallel).
 MAX_REGION_BLOCKS: Final = 128
 
+# The opcode facts below come from the one opcode table (``kforge.isa.OPCODES``).
 #: Instructions whose semantics live only in the reference interpreter (channels).
-HOST_OPCODES: Final = frozenset({Opcode.SEND, Opcode.RECV, Opcode.POLL})
+HOST_OPCODES: Final = opcodes_where(lambda info: info.is_host)
 #: Set zero, carry and overflow from the operation.
-ARITHMETIC_FLAG_SETTERS: Final = frozenset({Opcode.ADD, Opcode.SUB, Opcode.MUL, Opcode.NEG})
+ARITHMETIC_FLAG_SETTERS: Final = opcodes_where(lambda info: info.flags is FlagEffect.ARITHMETIC)
 #: Set zero, clear carry and overflow.
-LOGIC_FLAG_SETTERS: Final = frozenset(
-    {
-        Opcode.DIV,
-        Opcode.MOD,
-        Opcode.AND,
-        Opcode.OR,
-        Opcode.XOR,
-        Opcode.NOT,
-        Opcode.SHL,
-        Opcode.SHR,
-    }
-)
+LOGIC_FLAG_SETTERS: Final = opcodes_where(lambda info: info.flags is FlagEffect.LOGIC)
 _FLAG_SETTERS: Final = ARITHMETIC_FLAG_SETTERS | LOGIC_FLAG_SETTERS
-_STATIC_TARGETS: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
-_ENDS_BLOCK: Final = _STATIC_TARGETS | {
-    Opcode.RET,
-    Opcode.HALT,
-    Opcode.FAULT,
-    Opcode.TICK,
-}
+#: Instructions with a static control target in ``imm`` (jumps and CALL).
+STATIC_TARGETS: Final = opcodes_where(lambda info: info.has_static_target)
+#: Conditional and unconditional jumps: a block ending in one to its own start is a loop.
+JUMPS: Final = opcodes_where(lambda info: info.kind is OpKind.JUMP)
+_ENDS_BLOCK: Final = opcodes_where(lambda info: info.ends_block)
 #: Instructions that may leave a block in its middle (a fault) without ending it.
-_MAY_FAULT_INSIDE: Final = frozenset(
-    {
-        Opcode.DIV,
-        Opcode.MOD,
-        Opcode.LOAD,
-        Opcode.STORE,
-        Opcode.LOADW,
-        Opcode.STOREW,
-        Opcode.PUSH,
-        Opcode.POP,
-    }
-)
+_MAY_FAULT_INSIDE: Final = opcodes_where(lambda info: info.may_fault_inside)
 _KNOWN: Final = frozenset(int(op) for op in Opcode)
 
 
@@ -160,7 +139,7 @@ def _leaders(code: tuple[Instruction, ...], entry: int) -> set[int]:
     length = len(code)
     leaders = {0, entry}
     for pc, insn in enumerate(code):
-        if insn.opcode in _STATIC_TARGETS and insn.imm < length:
+        if insn.opcode in STATIC_TARGETS and insn.imm < length:
             leaders.add(insn.imm)
         if insn.opcode in HOST_OPCODES:
             leaders.add(pc)
@@ -186,11 +165,7 @@ def _make_block(code: tuple[Instruction, ...], index: int, start: int, end: int)
     host = code[start].opcode in HOST_OPCODES
     cost = 0 if host else sum(tick_cost(code[pc].opcode) for pc in range(start, end))
     last = code[end - 1]
-    self_loop = (
-        not host
-        and last.opcode in (Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT)
-        and last.imm == start
-    )
+    self_loop = not host and last.opcode in JUMPS and last.imm == start
     return Block(index, start, end, cost, host, self_loop)
 
 
@@ -221,7 +196,7 @@ def _boundary_crossings(code: tuple[Instruction, ...], blocks: tuple[Block, ...]
             block_index[pc] = block.index
     difference = [0] * (len(blocks) + 2)
     for pc, insn in enumerate(code):
-        if insn.opcode in _STATIC_TARGETS and insn.imm < len(code):
+        if insn.opcode in STATIC_TARGETS and insn.imm < len(code):
             low, high = sorted((block_index[pc], block_index[insn.imm]))
             difference[low + 1] += 1
             difference[high + 1] -= 1

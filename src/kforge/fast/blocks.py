@@ -28,7 +28,7 @@ from kforge.fast.abi import Exit, FlagKind, Word, fault_exit
 from kforge.fast.analysis import LOGIC_FLAG_SETTERS, Block, ProgramPlan, Region
 from kforge.isa import OPCODES, FaultCode, Instruction, Opcode, tick_cost
 
-__all__ = ["FIXED_SLOTS", "BlockWriter", "i64_const", "register_local"]
+__all__ = ["EMITTERS", "FIXED_SLOTS", "BlockWriter", "i64_const", "register_local"]
 
 _SIGN_BIT: Final = 1 << 63
 _I64_WRAP: Final = 1 << 64
@@ -63,6 +63,25 @@ _KINDS: Final[dict[int, FlagKind]] = {
     Opcode.MUL: FlagKind.MUL,
     Opcode.NEG: FlagKind.NEG,
     **dict.fromkeys(LOGIC_FLAG_SETTERS, FlagKind.LOGIC),
+}
+
+
+def _emitter(opcode: Opcode) -> str:
+    """The :class:`BlockWriter` method that emits ``opcode``."""
+    if opcode in _BINARY_OPS:
+        return "binary"
+    if opcode in (Opcode.NEG, Opcode.NOT):
+        return "unary"
+    if opcode in _MEMORY_OPS:
+        return "memory"
+    if opcode in _CONDITIONS:
+        return "conditional"
+    return f"op_{opcode.name.lower()}"
+
+
+#: The emitter of every opcode compiled code runs (all but the host's channel opcodes).
+EMITTERS: Final[dict[int, str]] = {
+    info.opcode: _emitter(info.opcode) for info in OPCODES.values() if not info.is_host
 }
 
 
@@ -325,20 +344,12 @@ class BlockWriter:
                 self.visible_setter = pc
 
     def instruction(self, pc: int, insn: Instruction) -> None:
-        op = insn.opcode
-        if op not in OPCODES:
+        emitter = EMITTERS.get(insn.opcode)
+        if emitter is None:  # host opcodes never reach here: they are blocks of their own
             self.fault(pc, FaultCode.INVALID_INSTRUCTION)
             self.left = True
-        elif op in _BINARY_OPS:
-            self.binary(pc, insn)
-        elif op in (Opcode.NEG, Opcode.NOT):
-            self.unary(pc, insn)
-        elif op in _MEMORY_OPS:
-            self.memory(pc, insn)
-        elif op in _CONDITIONS:
-            self.conditional(pc, insn)
         else:
-            getattr(self, f"op_{Opcode(op).name.lower()}")(pc, insn)
+            getattr(self, emitter)(pc, insn)
 
     # ------------------------------------------------------------ arithmetic
 

@@ -45,7 +45,7 @@ from collections import Counter
 from typing import Final
 
 from kforge.fast.abi import Exit, Word
-from kforge.fast.analysis import ProgramPlan, Region, used_registers
+from kforge.fast.analysis import STATIC_TARGETS, ProgramPlan, Region, used_registers
 from kforge.fast.blocks import FIXED_SLOTS, BlockWriter, register_local
 from kforge.isa import Opcode
 
@@ -54,7 +54,6 @@ __all__ = ["COMPILER_VERSION", "generate_wat"]
 #: Bump when the generated code changes: it is part of the on-disk cache key.
 COMPILER_VERSION: Final = "forge-wasm-7"
 _MAX_LIKELY_TARGETS: Final = 8
-_STATIC_JUMPS: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
 
 
 class _RegionWriter:
@@ -96,7 +95,7 @@ class _RegionWriter:
             last = plan.code[last_pc]
             target = last.imm
             backward = (
-                last.opcode in _STATIC_JUMPS
+                last.opcode in STATIC_TARGETS
                 and not block.self_loop
                 and region.start <= target < region.end
                 and plan.enterable[target]

@@ -33,7 +33,7 @@ from typing import Final, Literal, TypeVar
 import wasmtime
 
 from kforge.core import Hash256
-from kforge.fast.analysis import MAX_REGION_BLOCKS, plan_program
+from kforge.fast.analysis import MAX_REGION_BLOCKS, STATIC_TARGETS, plan_program
 from kforge.fast.cache import ModuleCache, default_data_dir
 from kforge.fast.compiler import generate_wat
 from kforge.fast.runtime import CompiledProgram, bound_program, execute, make_engine
@@ -46,8 +46,6 @@ __all__ = ["TIERS", "FastTier", "Tier"]
 Tier = Literal["reference", "fast", "auto"]
 _Value = TypeVar("_Value")
 TIERS: Final = ("reference", "fast", "auto")
-
-_JUMPS: Final = frozenset({Opcode.JMP, Opcode.JZ, Opcode.JNZ, Opcode.JLT, Opcode.CALL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +64,7 @@ class _TickShape:
             return cls(False, False)
         if any(insn.opcode == Opcode.RET for insn in code):
             return cls(True, True)
-        targets = {insn.imm for insn in code if insn.opcode in _JUMPS}
+        targets = {insn.imm for insn in code if insn.opcode in STATIC_TARGETS}
         return cls(True, any(pc + 1 in targets for pc in ticks))
 
 

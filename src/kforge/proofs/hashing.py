@@ -111,11 +111,11 @@ class _OutputHash:
     def __init__(self, tag: bytes) -> None:
         self._tag = tag
         self._digest = hashlib.sha256(tag)
-        self._buffer: bytearray | None = None
+        self._buffer: bytearray | bytes | None = None
         self._length = 0
         self._last = b""
 
-    def digest(self, buffer: bytearray) -> bytes:
+    def digest(self, buffer: bytearray | bytes) -> bytes:
         length = len(buffer)
         if buffer is self._buffer and length == self._length and self._last:
             return self._last

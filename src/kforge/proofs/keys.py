@@ -49,6 +49,7 @@ class KeyFileError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")

@@ -23,6 +23,7 @@ from kforge.proofs.trace import (
     record_trace,
     trace_hash,
 )
+from kforge.tiers import TierRunner
 
 PROOF_VERSION: Final = 1
 _PROOF_TAG: Final = b"KFORGE-EXECUTION-PROOF-V1\x00"
@@ -33,6 +34,7 @@ class ProofFormatError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad execution proof: {reason}")
@@ -194,15 +196,14 @@ def generate_proof(
     key: Signer,
     *,
     sample_interval: int = DEFAULT_SAMPLE_INTERVAL,
-    tier: str = "auto",
-    fast_tier: Any = None,
+    tier: str | TierRunner = "auto",
 ) -> ExecutionProof:
     """Replay ``record`` (on the fast tier when available), commit to its trace and sign.
 
     Raises ``RecordFormatError`` when the record is for another program and
     ``ReplayDivergence`` when its delivery log does not fit the execution.
     """
-    trace = record_trace(program, record, sample_interval, tier=tier, fast_tier=fast_tier)
+    trace = record_trace(program, record, sample_interval, tier=tier)
     fields = _proof_fields(program, record, trace, key.public_raw)
     unsigned = ExecutionProof(forge_sig=b"", **fields)
     # Performance note: the proof is built once more with the signature, not copied field by field.
@@ -283,8 +284,7 @@ def verify_proof(
     record: RunRecord,
     public_key: Ed25519PublicKey | bytes,
     *,
-    tier: str = "auto",
-    fast_tier: Any = None,
+    tier: str | TierRunner = "auto",
     counterparty: TraceParty | None = None,
 ) -> VerificationReport:
     """Re-execute ``record`` and check every field of ``proof`` and its signature.
@@ -300,7 +300,7 @@ def verify_proof(
     if proof.sample_interval < 1:
         return VerificationReport(False, signature_valid, (*problems, "sample_interval < 1"))
     try:
-        trace = record_trace(program, record, proof.sample_interval, tier=tier, fast_tier=fast_tier)
+        trace = record_trace(program, record, proof.sample_interval, tier=tier)
     except ForgeError as error:
         return VerificationReport(False, signature_valid, (*problems, f"re-execution: {error}"))
     expected = _unsigned_proof(program, record, trace, proof.forge_key)

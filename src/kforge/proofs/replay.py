@@ -27,7 +27,7 @@ import msgpack
 from kforge.core import ErrorCategory, ForgeError, Hash256
 from kforge.machine import DEFAULT_MESSAGE_LIMIT, Delivery, Machine, MachineState
 from kforge.program import ForgeProgram
-from kforge.tiers import check_tier, run_on_tier
+from kforge.tiers import REFERENCE, TierRunner, borrowed
 
 __all__ = [
     "RECORD_FORMAT_VERSION",
@@ -53,6 +53,7 @@ class ReplayDivergence(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str, *, ticks_used: int, state: MachineState) -> None:
         super().__init__(
@@ -68,6 +69,7 @@ class RecordFormatError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad run record: {reason}")
@@ -234,16 +236,11 @@ def _delivery(entry: Any) -> Delivery:
 # ----------------------------------------------------------------- driving
 
 
-def slice_runner(tier: str = "reference", fast_tier: Any = None) -> SliceRunner:
-    """A :data:`SliceRunner` on ``tier`` (``reference``, ``fast`` or ``auto``).
-
-    ``fast``/``auto`` use ``kforge.fast`` (with ``fast_tier`` when given); see
-    :func:`kforge.tiers.run_on_tier`.
-    """
-    check_tier(tier)
+def slice_runner(runner: TierRunner = REFERENCE) -> SliceRunner:
+    """A :data:`SliceRunner` on ``runner``'s tier."""
 
     def run(machine: Machine, max_ticks: int | None) -> MachineState:
-        return run_on_tier(machine, tier, max_ticks=max_ticks, fast_tier=fast_tier)
+        return runner.run(machine, max_ticks)
 
     return run
 
@@ -314,8 +311,7 @@ def replay(
     program: ForgeProgram,
     record: RunRecord,
     *,
-    tier: str = "reference",
-    fast_tier: Any = None,
+    tier: str | TierRunner = "reference",
     until_ticks: int | None = None,
 ) -> Machine:
     """Reproduce the recorded run of ``program``; returns the machine where it ended.
@@ -326,5 +322,6 @@ def replay(
     when the log is inconsistent with the execution.
     """
     machine = record.load(program)
-    Replayer(machine, record.deliveries, slice_runner(tier, fast_tier)).run_until(until_ticks)
+    with borrowed(tier) as runner:
+        Replayer(machine, record.deliveries, slice_runner(runner)).run_until(until_ticks)
     return machine

@@ -55,6 +55,7 @@ class SnapshotError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad machine snapshot: {reason}")
@@ -302,10 +303,11 @@ def _build(body: dict[str, Any], program: ForgeProgram) -> Machine:
         _u64(body, "held_bytes"),
     )
     machine.inbound = _inbound(body)
-    machine.outbound = [(ch, data) for ch, data in _pairs(body, "outbound", 2)]
-    machine.stdout = bytearray(_get(body, "stdout", bytes))
-    machine.stderr = bytearray(_get(body, "stderr", bytes))
-    machine.deliveries = [Delivery(t, ch, d) for t, ch, d in _pairs(body, "deliveries", 3)]
+    # empty stays the shared empty value a new machine starts with (see Machine)
+    machine.outbound = [(ch, data) for ch, data in _pairs(body, "outbound", 2)] or ()
+    machine.stdout = bytearray(_get(body, "stdout", bytes)) or b""
+    machine.stderr = bytearray(_get(body, "stderr", bytes)) or b""
+    machine.deliveries = [Delivery(t, ch, d) for t, ch, d in _pairs(body, "deliveries", 3)] or ()
     machine.fault = _enum(body, "fault", FaultCode)
     machine.fault_detail = _optional_u64(body, "fault_detail")
     machine.blocked_channel = _optional_u64(body, "blocked_channel")

@@ -6,13 +6,14 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from kforge.core import Hash256
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.hashing import StateHasher
 from kforge.proofs.replay import Replayer, RunRecord, slice_runner
+from kforge.tiers import TierRunner, borrowed
 
 DEFAULT_SAMPLE_INTERVAL: Final = 1 << 22
 _LEAF_TAG: Final = b"\x00KFORGE-TRACE-LEAF-V1\x00"
@@ -41,8 +42,7 @@ def record_trace(
     record: RunRecord,
     sample_interval: int = DEFAULT_SAMPLE_INTERVAL,
     *,
-    tier: str = "reference",
-    fast_tier: Any = None,
+    tier: str | TierRunner = "reference",
 ) -> Trace:
     """Replay ``record`` and sample its state hash every ``sample_interval`` ticks.
 
@@ -53,14 +53,15 @@ def record_trace(
     if sample_interval < 1:
         raise ValueError(f"sample interval must be at least 1, got {sample_interval}")
     machine = record.load(program)
-    replayer = Replayer(machine, record.deliveries, slice_runner(tier, fast_tier))
-    hasher = StateHasher()
-    replayer.deliver_due()
-    samples, ticks = [hasher.hash(machine)], [machine.ticks_used]
-    while not replayer.stopped:
-        replayer.run_until((machine.ticks_used // sample_interval + 1) * sample_interval)
-        samples.append(hasher.hash(machine))
-        ticks.append(machine.ticks_used)
+    with borrowed(tier) as runner:
+        replayer = Replayer(machine, record.deliveries, slice_runner(runner))
+        hasher = StateHasher()
+        replayer.deliver_due()
+        samples, ticks = [hasher.hash(machine)], [machine.ticks_used]
+        while not replayer.stopped:
+            replayer.run_until((machine.ticks_used // sample_interval + 1) * sample_interval)
+            samples.append(hasher.hash(machine))
+            ticks.append(machine.ticks_used)
     return Trace(sample_interval, tuple(samples), tuple(ticks), machine)
 
 
@@ -172,7 +173,7 @@ class ReplayParty:
         ticks = self._trace.sample_ticks
         start = ticks[min(sample_index - 1, len(ticks) - 1)]
         machine = self.record.load(self.program)
-        replayer = Replayer(machine, self.record.deliveries, slice_runner("reference"))
+        replayer = Replayer(machine, self.record.deliveries, slice_runner())
         replayer.run_until(start)
         target = (machine.ticks_used // self.sample_interval + 1) * self.sample_interval
         hasher, steps = StateHasher(), []

@@ -24,6 +24,7 @@ class RegistryError(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 400
 
 
 class UnknownProgram(RegistryError):
@@ -31,6 +32,7 @@ class UnknownProgram(RegistryError):
 
     category = ErrorCategory.NOT_FOUND
     code = 0x0500
+    http_status = 404
 
     def __init__(self, what: str) -> None:
         super().__init__(f"no such program in the registry: {what}")
@@ -42,6 +44,7 @@ class InvalidTransition(RegistryError):
 
     category = ErrorCategory.CONFLICT
     code = 0x0501
+    http_status = 409
 
     def __init__(self, program: str, current: str, wanted: str, reason: str) -> None:
         super().__init__(f"{program}: cannot go from {current} to {wanted}: {reason}")
@@ -56,6 +59,7 @@ class PromotionRefused(RegistryError):
 
     category = ErrorCategory.UNAUTHORIZED
     code = 0x0502
+    http_status = 403
 
     def __init__(self, program: str, reason: str, facts: dict[str, Any] | None = None) -> None:
         super().__init__(f"{program}: promotion refused: {reason}")
@@ -69,6 +73,7 @@ class ProgramNotTrusted(RegistryError):
 
     category = ErrorCategory.UNAUTHORIZED
     code = 0x0502
+    http_status = 403
 
     def __init__(self, program_id: Hash256, status: str) -> None:
         super().__init__(f"program {program_id} is not trusted (status: {status})")
@@ -99,6 +104,7 @@ class LedgerTampered(RegistryError):
 
     category = ErrorCategory.INTERNAL
     code = 0x05FF
+    http_status = 500
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("ledger integrity check failed: " + "; ".join(problems))

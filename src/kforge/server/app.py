@@ -14,9 +14,10 @@ from typing import Any, TextIO
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from kforge.core import AgentId
 from kforge.engine import Engine, EngineStatus
@@ -35,6 +36,7 @@ from kforge.terminal import wants_colour
 __all__ = [
     "ALL_OPERATIONS",
     "STATIC_DIR",
+    "SWAGGER_UI_DIR",
     "CannotListen",
     "create_app",
     "listen",
@@ -43,6 +45,32 @@ __all__ = [
 ]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: Swagger UI's files, installed with kforge (the API page loads nothing from elsewhere).
+SWAGGER_UI_DIR = Path(str(swagger_ui_path))
+_DOCS_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>kforge API</title>
+  <link rel="stylesheet" href="/docs/static/swagger-ui.css">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="/docs/static/swagger-ui-bundle.js"></script>
+  <script src="/docs/static/swagger-ui-standalone-preset.js"></script>
+  <script>
+    window.ui = SwaggerUIBundle({
+      url: "/openapi.json",
+      dom_id: "#swagger-ui",
+      deepLinking: true,
+      validatorUrl: null,
+      presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+      layout: "StandaloneLayout",
+    });
+  </script>
+</body>
+</html>
+"""
 ALL_OPERATIONS: tuple[Operation, ...] = (*OPERATIONS, *DEBUG_OPERATIONS)
 _VERSION = "0.1.0"
 
@@ -84,12 +112,17 @@ def create_app(
     async def root(request: Request) -> Response:
         return RedirectResponse("/dashboard/", 307)
 
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(_DOCS_PAGE)
+
     routes: list[BaseRoute] = [
         Route(op.path, asgi_endpoint(op), methods=[op.method]) for op in ALL_OPERATIONS
     ]
     routes += [
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/", root, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        Mount("/docs/static", StaticFiles(directory=SWAGGER_UI_DIR), name="docs-static"),
         WebSocketRoute("/v1/events", events_socket),
         Mount("/dashboard", StaticFiles(directory=STATIC_DIR, html=True), name="dashboard"),
     ]

@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from kforge.core import AgentId, ErrorCategory, ForgeError
 from kforge.debuginfo import SourceLocation, code_labels, source_locations
@@ -33,6 +33,15 @@ from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.messages import InvalidRequest
 from kforge.program import ForgeProgram
+from kforge.server.schemas import (
+    ChannelMessage,
+    ChannelQueue,
+    DebugView,
+    Flags,
+    MemoryWindow,
+    SourcePosition,
+    StackEntry,
+)
 
 __all__ = [
     "DebugLimits",
@@ -49,6 +58,7 @@ _MAX_MEMORY_WINDOW: Final = 4096
 class DebugSessionNotFound(ForgeError):
     category = ErrorCategory.NOT_FOUND
     code = 0x0500
+    http_status = 404
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"debug session not found: {session_id[:64]}")
@@ -58,6 +68,7 @@ class DebugSessionNotFound(ForgeError):
 class TooManyDebugSessions(ForgeError):
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
+    http_status = 429
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"too many debug sessions: {detail}")
@@ -179,18 +190,13 @@ def _run(
     return reason
 
 
-def _location_values(session: DebugSession, pc: int) -> dict[str, Any] | None:
-    """The source position of instruction ``pc`` as plain data, or ``None``."""
+def _location_values(session: DebugSession, pc: int) -> SourcePosition | None:
+    """The source position of instruction ``pc``, or ``None``."""
     locations = session.locations
     location = locations[pc] if locations is not None and pc < len(locations) else None
     if location is None:
         return None
-    return {
-        "file": location.file,
-        "line": location.line,
-        "column": location.column,
-        "function": location.function,
-    }
+    return SourcePosition(location.file, location.line, location.column, location.function)
 
 
 class DebugManager:
@@ -319,8 +325,8 @@ class DebugManager:
 
     def view(
         self, session: DebugSession, memory_address: int = 0, memory_length: int = 256
-    ) -> dict[str, Any]:
-        """Everything the debugger shows, as plain data (words as hex strings)."""
+    ) -> DebugView:
+        """Everything the debugger shows (words as hex strings)."""
         machine = session.machine
         if memory_length > _MAX_MEMORY_WINDOW:
             raise InvalidRequest("memory_length", f"at most {_MAX_MEMORY_WINDOW} bytes at a time")
@@ -331,49 +337,44 @@ class DebugManager:
             machine.sp, min(machine.stack_start, machine.sp + 8 * _STACK_WORDS), 8
         ):
             word = int.from_bytes(machine.memory[address : address + 8], "little")
-            stack.append({"address": address, "value": _hex_word(word)})
+            stack.append(StackEntry(address, _hex_word(word)))
         flags = machine.flags
-        return {
-            "session_id": session.id,
-            "owner": session.owner,
-            "program_id": session.program.program_id,
-            "state": machine.state.value,
-            "last_stop": session.last_stop,
-            "pc": machine.pc,
-            "sp": machine.sp,
-            "ticks_used": machine.ticks_used,
-            "tick_budget": machine.tick_budget,
-            "fault": machine.fault.name if machine.fault is not None else None,
-            "fault_detail": machine.fault_detail,
-            "blocked_channel": machine.blocked_channel,
-            "flags": {
-                "zero": flags.zero,
-                "carry": flags.carry,
-                "overflow": flags.overflow,
-                "halt": flags.halt,
-            },
-            "registers": [_hex_word(value) for value in machine.registers],
-            "changed": list(session.changed),
-            "breakpoints": sorted(session.breakpoints),
-            "code": session.code_lines,
-            "labels": {str(index): list(names) for index, names in sorted(session.labels.items())},
-            "source": _location_values(session, machine.pc),
-            "sources": (
-                [_location_values(session, pc) for pc in range(len(session.code_lines))]
+        return DebugView(
+            session_id=session.id,
+            owner=session.owner,
+            program_id=session.program.program_id,
+            state=machine.state.value,
+            last_stop=session.last_stop,
+            pc=machine.pc,
+            sp=machine.sp,
+            ticks_used=machine.ticks_used,
+            tick_budget=machine.tick_budget,
+            fault=machine.fault.name if machine.fault is not None else None,
+            fault_detail=machine.fault_detail,
+            blocked_channel=machine.blocked_channel,
+            flags=Flags(flags.zero, flags.carry, flags.overflow, flags.halt),
+            registers=tuple(_hex_word(value) for value in machine.registers),
+            changed=tuple(session.changed),
+            breakpoints=tuple(sorted(session.breakpoints)),
+            code=tuple(session.code_lines),
+            labels={str(index): tuple(names) for index, names in sorted(session.labels.items())},
+            source=_location_values(session, machine.pc),
+            sources=(
+                tuple(_location_values(session, pc) for pc in range(len(session.code_lines)))
                 if session.locations is not None
                 else None
             ),
-            "stack": stack,
-            "memory": {"address": start, "data": bytes(machine.memory[start:end])},
-            "memory_quota": machine.memory_quota,
-            "heap_start": machine.heap_start,
-            "stack_start": machine.stack_start,
-            "inbound": {
-                str(channel): list(queue)
+            stack=tuple(stack),
+            memory=MemoryWindow(start, bytes(machine.memory[start:end])),
+            memory_quota=machine.memory_quota,
+            heap_start=machine.heap_start,
+            stack_start=machine.stack_start,
+            inbound=tuple(
+                ChannelQueue(channel, tuple(queue))
                 for channel, queue in sorted(machine.inbound.items())
                 if queue
-            },
-            "outbound": [{"channel": channel, "data": data} for channel, data in machine.outbound],
-            "stdout": bytes(machine.stdout),
-            "stderr": bytes(machine.stderr),
-        }
+            ),
+            outbound=tuple(ChannelMessage(channel, data) for channel, data in machine.outbound),
+            stdout=bytes(machine.stdout),
+            stderr=bytes(machine.stderr),
+        )

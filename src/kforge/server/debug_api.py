@@ -1,88 +1,57 @@
 """The debugger over HTTP: load a program, step, run to a breakpoint, look at everything.
 
-Every answer is the session's full view (:meth:`DebugManager.view`): state,
-pc, registers (with those the last command changed), flags, the stack, a
-memory window, the channel queues and the disassembly.
+Every answer is the session's full view (:meth:`DebugManager.view`,
+:class:`~kforge.server.schemas.DebugView`): state, pc, registers (with those the
+last command changed), flags, the stack, a memory window, the channel queues,
+the disassembly with its labels and source positions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final
 
 from kforge.asm import assemble_with_labels
-from kforge.core import MemoryQuotaExceeded
+from kforge.core import InvalidRequest, MemoryQuotaExceeded
 from kforge.debuginfo import code_labels
-from kforge.messages import (
-    BytesField,
-    BytesMapField,
-    Field,
-    HashField,
-    InvalidRequest,
-    ListField,
-    OptionalField,
-    TextField,
-    UIntField,
-)
 from kforge.program import ForgeProgram, decode_program
 from kforge.server.endpoint import Context, Handler, Operation, Query, query_number
+from kforge.server.schemas import (
+    Accepted,
+    BreakpointsBody,
+    DebugCreateBody,
+    DebugRunBody,
+    DebugSessions,
+    DebugSessionSummary,
+    DebugStepBody,
+    DebugView,
+    DeliverBody,
+)
+from kforge.wire import Schema
 
 __all__ = ["DEBUG_OPERATIONS"]
 
-_U64 = UIntField(64)
-_BREAKPOINTS = ListField(_U64, 1024)
 
-CREATE_FIELDS: Final = (
-    Field("assembly", OptionalField(TextField()), False, None),
-    Field("program", OptionalField(BytesField()), False, None),
-    Field("program_id", OptionalField(HashField()), False, None),
-    Field("memory_quota", _U64, False, 65536),
-    Field("tick_budget", _U64, False, 1_000_000),
-    Field("input", BytesField(), False, b""),
-    Field("environment", BytesMapField(), False, {}),
-    Field("grants", ListField(UIntField(8), 16), False, []),
-    Field("breakpoints", _BREAKPOINTS, False, []),
-)
-STEP_FIELDS: Final = (Field("count", UIntField(32), False, 1),)
-RUN_FIELDS: Final = (
-    Field("max_ticks", _U64, False, 1_000_000),
-    Field("breakpoints", OptionalField(_BREAKPOINTS), False, None),
-)
-BREAKPOINT_FIELDS: Final = (Field("breakpoints", _BREAKPOINTS),)
-DELIVER_FIELDS: Final = (Field("channel", UIntField(8), False, 2), Field("data", BytesField()))
-
-_VIEW: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "session_id": {"type": "string"},
-        "state": {"type": "string"},
-        "pc": {"type": "integer"},
-        "registers": {"type": "array", "items": {"type": "string"}},
-        "changed": {"type": "array", "items": {"type": "integer"}},
-    },
-    "required": ["session_id", "state", "pc", "registers", "changed"],
-}
-
-
-def _program(ctx: Context) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
+def _program(
+    ctx: Context, body: DebugCreateBody
+) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
     """The program to debug and the names of its instructions (every label of assembly
     text; a container's code symbols)."""
-    values = ctx.values
-    given = [name for name in ("assembly", "program", "program_id") if values[name] is not None]
-    if len(given) != 1:
+    given = [body.assembly, body.program, body.program_id]
+    if sum(value is not None for value in given) != 1:
         raise InvalidRequest(
             "assembly", "give exactly one of 'assembly', 'program' and 'program_id'"
         )
-    if values["assembly"] is not None:
-        return assemble_with_labels(values["assembly"], "<debugger>")
-    if values["program"] is not None:
-        program = decode_program(values["program"])
+    if body.assembly is not None:
+        return assemble_with_labels(body.assembly, "<debugger>")
+    if body.program is not None:
+        program = decode_program(body.program)
     else:
-        program = ctx.state.engine.programs.load(values["program_id"])
+        assert body.program_id is not None
+        program = ctx.state.engine.programs.load(body.program_id)
     return program, code_labels(program)
 
 
-def _view(ctx: Context, session_id: str) -> dict[str, Any]:
+def _view(ctx: Context, session_id: str) -> DebugView:
     debug = ctx.state.debug
     session = debug.get(session_id, ctx.agent)
     address = int(query_number(ctx, "memory_address", 0, 0, 1 << 40))
@@ -91,35 +60,34 @@ def _view(ctx: Context, session_id: str) -> dict[str, Any]:
 
 
 async def create(ctx: Context) -> tuple[int, Any]:
-    values = ctx.values
-    program, labels = _program(ctx)
+    body: DebugCreateBody = ctx.body
+    program, labels = _program(ctx, body)
     limit = ctx.state.engine.limits.max_memory_quota
-    if values["memory_quota"] > limit:
-        raise MemoryQuotaExceeded(values["memory_quota"], limit)
-    if values["tick_budget"] > ctx.state.engine.limits.max_tick_budget:
+    if body.memory_quota > limit:
+        raise MemoryQuotaExceeded(body.memory_quota, limit)
+    if body.tick_budget > ctx.state.engine.limits.max_tick_budget:
         raise InvalidRequest("tick_budget", "over the engine's limit")
     session = ctx.state.debug.create(
         ctx.agent,
         program,
-        memory_quota=values["memory_quota"],
-        tick_budget=values["tick_budget"],
-        input=values["input"],
-        environment=values["environment"],
-        grants=values["grants"],
+        memory_quota=body.memory_quota,
+        tick_budget=body.tick_budget,
+        input=body.input,
+        environment=body.environment,
+        grants=list(body.grants),
         labels=labels,
     )
-    session.breakpoints = set(values["breakpoints"])
+    session.breakpoints = set(body.breakpoints)
     return 201, _view(ctx, session.id)
 
 
 async def list_sessions(ctx: Context) -> tuple[int, Any]:
     sessions = ctx.state.debug.list(ctx.agent)
-    return 200, {
-        "sessions": [
-            {"session_id": s.id, "program_id": s.program.program_id, "state": s.machine.state.value}
-            for s in sessions
-        ]
-    }
+    return 200, DebugSessions(
+        tuple(
+            DebugSessionSummary(s.id, s.program.program_id, s.machine.state.value) for s in sessions
+        )
+    )
 
 
 async def show(ctx: Context) -> tuple[int, Any]:
@@ -128,12 +96,13 @@ async def show(ctx: Context) -> tuple[int, Any]:
 
 async def delete(ctx: Context) -> tuple[int, Any]:
     ctx.state.debug.delete(ctx.path("session_id"), ctx.agent)
-    return 200, {}
+    return 200, Accepted()
 
 
 async def step(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
-    await ctx.state.debug.step(session, max(1, ctx.values["count"]))
+    body: DebugStepBody = ctx.body
+    await ctx.state.debug.step(session, max(1, body.count))
     return 200, _view(ctx, session.id)
 
 
@@ -151,19 +120,22 @@ async def step_out(ctx: Context) -> tuple[int, Any]:
 
 async def run(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
-    await ctx.state.debug.run(session, ctx.values["max_ticks"], ctx.values["breakpoints"])
+    body: DebugRunBody = ctx.body
+    await ctx.state.debug.run(session, body.max_ticks, body.breakpoints)
     return 200, _view(ctx, session.id)
 
 
 async def set_breakpoints(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
-    session.breakpoints = set(ctx.values["breakpoints"])
+    body: BreakpointsBody = ctx.body
+    session.breakpoints = set(body.breakpoints)
     return 200, _view(ctx, session.id)
 
 
 async def deliver(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
-    await ctx.state.debug.deliver(session, ctx.values["channel"], ctx.values["data"])
+    body: DeliverBody = ctx.body
+    await ctx.state.debug.deliver(session, body.channel, body.data)
     return 200, _view(ctx, session.id)
 
 
@@ -182,7 +154,7 @@ def _command(
     path: str,
     handler: Handler,
     summary: str,
-    fields: Sequence[Field] | None = None,
+    body: type[Schema] | None = None,
     *,
     errors: tuple[int, ...] = _ERRORS,
 ) -> Operation:
@@ -192,11 +164,11 @@ def _command(
         _SESSION + path,
         handler,
         summary,
-        fields=fields,
+        body=body,
         query=_MEMORY,
         errors=errors,
         tag="debugger",
-        response=_VIEW,
+        response=DebugView,
     )
 
 
@@ -206,11 +178,11 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/debug",
         create,
         "Load a program into a new debug session",
-        fields=CREATE_FIELDS,
+        body=DebugCreateBody,
         status=201,
         errors=(400, 404, 422, 429),
         tag="debugger",
-        response=_VIEW,
+        response=DebugView,
     ),
     Operation(
         "GET",
@@ -218,7 +190,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         list_sessions,
         "The caller's debug sessions",
         tag="debugger",
-        response={"type": "object"},
+        response=DebugSessions,
     ),
     _command("GET", "", show, "The session's full view"),
     Operation(
@@ -228,9 +200,9 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         "End the session",
         errors=_ERRORS,
         tag="debugger",
-        response={"type": "object"},
+        response=Accepted,
     ),
-    _command("POST", "/step", step, "Execute count instructions", STEP_FIELDS),
+    _command("POST", "/step", step, "Execute count instructions", DebugStepBody),
     _command(
         "POST",
         "/step_over",
@@ -240,14 +212,14 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
     _command(
         "POST", "/step_out", step_out, "Run until the current function returns (or a breakpoint)"
     ),
-    _command("POST", "/run", run, "Run to a breakpoint, a stop, or max_ticks", RUN_FIELDS),
-    _command("PUT", "/breakpoints", set_breakpoints, "Replace the breakpoints", BREAKPOINT_FIELDS),
+    _command("POST", "/run", run, "Run to a breakpoint, a stop, or max_ticks", DebugRunBody),
+    _command("PUT", "/breakpoints", set_breakpoints, "Replace the breakpoints", BreakpointsBody),
     _command(
         "POST",
         "/deliver",
         deliver,
         "Queue a message on a receiving channel",
-        DELIVER_FIELDS,
+        DeliverBody,
         errors=(*_ERRORS, 403, 409),
     ),
 )

@@ -3,35 +3,28 @@
 An :class:`Operation` is one method and path with its handler and the facts the
 OpenAPI document needs.  :func:`asgi_endpoint` wraps its handler: read the body
 (at most :attr:`ServerConfig.max_body_bytes`), authenticate the caller, charge
-its rate limit, decode the body against the operation's fields, call the
+its rate limit, decode the body into the operation's schema, call the
 handler, and encode the reply as JSON or msgpack.  Every refusal becomes an
-error body ``{"error": {code, category, message, context, status}}``.
+error body (:class:`~kforge.server.schemas.ErrorBody`) with the HTTP status the
+error's class carries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
-from kforge.core import (
-    ErrorCategory,
-    ForgeError,
-    Hash256,
-    Internal,
-    InvalidState,
-    KingdomError,
-    MemoryQuotaExceeded,
-    VaultFetchFailed,
-)
-from kforge.messages import Field, InvalidRequest
+from kforge.core import ForgeError, Hash256, Internal, InvalidRequest, KingdomError
 from kforge.server.auth import AuthError, Principal
-from kforge.server.codec import BodyError, decode_body, decode_fields, encode_body, wants_msgpack
+from kforge.server.codec import BodyError, decode_body, decode_plain, encode_body, wants_msgpack
+from kforge.server.schemas import ErrorBody, ErrorDetail
+from kforge.wire import Schema
 
 if TYPE_CHECKING:
     from kforge.server.state import ServerState
@@ -41,7 +34,6 @@ __all__ = [
     "Handler",
     "Operation",
     "Query",
-    "ReplyError",
     "asgi_endpoint",
     "error_response",
     "http_status",
@@ -53,53 +45,10 @@ __all__ = [
 
 log = logging.getLogger("kforge.server")
 
-_STATUS_BY_CATEGORY: Final = {
-    ErrorCategory.NOT_FOUND: 404,
-    ErrorCategory.CONFLICT: 409,
-    ErrorCategory.UNAUTHORIZED: 403,
-    ErrorCategory.INVALID_REQUEST: 400,
-    ErrorCategory.QUOTA_EXCEEDED: 429,
-    ErrorCategory.INTERNAL: 500,
-}
-
 
 def http_status(error: ForgeError) -> int:
-    """The HTTP status of an engine error (``docs/server.md`` has the table)."""
-    if isinstance(error, VaultFetchFailed):
-        return 404  # the object is not in the vault
-    if isinstance(error, MemoryQuotaExceeded):
-        return 422  # asking for less fits; asking again does not
-    if isinstance(error, Internal):
-        if "not supported yet" in error.reason:
-            return 501
-        if error.reason.startswith("the engine is"):
-            return 503
-    if isinstance(error, InvalidState):
-        return 409
-    return _STATUS_BY_CATEGORY.get(error.category, 500)
-
-
-class ReplyError(Exception):
-    """An ERROR reply of the engine's dispatcher, to be answered as an HTTP error."""
-
-    def __init__(self, error: KingdomError) -> None:
-        super().__init__(error.message.decode("utf-8", "replace"))
-        self.error = error
-
-
-_STATUS_BY_CODE: Final = {0x0505: 404, 0x05FF: 500}
-
-
-def reply_error_status(error: KingdomError) -> int:
-    if error.code in _STATUS_BY_CODE:
-        status = _STATUS_BY_CODE[error.code]
-        message = error.message.decode("utf-8", "replace")
-        if status == 500 and "not supported yet" in message:
-            return 501
-        if status == 500 and "the engine is" in message:
-            return 503
-        return status
-    return _STATUS_BY_CATEGORY.get(error.category, 500)
+    """The HTTP status of an engine error: a fact of its class (``docs/server.md`` has the table)."""
+    return error.http_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +67,7 @@ class Context:
     request: Request
     state: ServerState
     principal: Principal
-    values: dict[str, Any]
+    #: The body as the operation's schema (``body``), or as plain data (``raw_body``).
     body: Any
     msgpack: bool
 
@@ -142,10 +91,10 @@ class Operation:
     path: str
     handler: Handler
     summary: str
-    fields: Sequence[Field] | None = None  # the JSON/msgpack body schema, if any
-    raw_body: bool = False  # the handler reads ``ctx.body`` itself
+    body: type[Schema] | None = None  # the request body's schema, if any
+    raw_body: bool = False  # the handler reads ``ctx.body`` (plain data) itself
     body_schema: dict[str, Any] | None = None  # for raw bodies
-    response: dict[str, Any] = field(default_factory=dict)  # JSON Schema of the 2xx body
+    response: type[Schema] | dict[str, Any] = field(default_factory=dict)  # the 2xx body
     status: int = 200
     errors: tuple[int, ...] = ()
     query: tuple[Query, ...] = ()
@@ -156,20 +105,12 @@ class Operation:
 
 def error_body(
     status: int, code: int, category: str, message: str, context: dict[str, str] | None = None
-) -> dict[str, Any]:
-    return {
-        "error": {
-            "status": status,
-            "code": code,
-            "category": category,
-            "message": message,
-            "context": context or {},
-        }
-    }
+) -> ErrorBody:
+    return ErrorBody(ErrorDetail(status, code, category, message, context or {}))
 
 
 def error_response(
-    request: Request, status: int, body: dict[str, Any], retry_after: float | None = None
+    request: Request, status: int, body: ErrorBody, retry_after: float | None = None
 ) -> Response:
     content, media = encode_body(
         body, wants_msgpack(request.headers.get("accept"), request.headers.get("content-type"))
@@ -247,14 +188,14 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
                 if operation.signature_only and principal.method != "signature":
                     raise AuthError(401, "this operation needs a signed request, not a token")
                 state.authenticator.limiter.take(principal.agent)
+            content_type = request.headers.get("content-type")
             body: Any = None
             is_msgpack = False
-            values: dict[str, Any] = {}
-            if operation.fields is not None or operation.raw_body:
-                body, is_msgpack = decode_body(raw, request.headers.get("content-type"))
-            if operation.fields is not None:
-                values = decode_fields(operation.fields, body, is_msgpack)
-            context = Context(request, state, principal, values, body, is_msgpack)
+            if operation.body is not None:
+                body = decode_body(raw, content_type, operation.body)
+            elif operation.raw_body:
+                body, is_msgpack = decode_plain(raw, content_type)
+            context = Context(request, state, principal, body, is_msgpack)
             outcome = await operation.handler(context)
         except AuthError as error:
             return auth_error_response(request, error)
@@ -266,8 +207,6 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
             )
         except ForgeError as error:
             return forge_error_response(request, error)
-        except ReplyError as error:
-            return kingdom_error_response(request, error.error, reply_error_status(error.error))
         except TimeoutError:
             body408 = error_body(408, 0x0501, "Conflict", "still running when the timeout passed")
             return error_response(request, 408, body408)

@@ -22,12 +22,12 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kforge.core import AgentId, EventKind, ForgeError, Hash256
-from kforge.events import Event, Gap, to_wire
+from kforge.events import Event, Gap
 from kforge.messages import pack
 from kforge.server.auth import AuthError, Principal
-from kforge.server.codec import to_json
 from kforge.server.endpoint import request_target
 from kforge.server.state import ServerState
+from kforge.wire import json_value
 
 __all__ = ["event_json", "events_socket", "parse_kinds"]
 
@@ -65,15 +65,19 @@ def _id(text: str | None, name: str) -> Hash256 | None:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": int(event.kind),
-        "kind_name": event.kind.name,
-        "sandbox_id": to_json(event.sandbox_id),
-        "owner": to_json(event.owner),
-        "timestamp_ms": event.timestamp_ms,
-        "payload": to_json(dict(event.payload)),
-    }
+    """An event in the JSON conventions (ids as hex; a bytes field ``name`` as ``name_hex``)."""
+    shaped: dict[str, Any] = json_value(
+        {
+            "seq": event.seq,
+            "kind": int(event.kind),
+            "kind_name": event.kind.name,
+            "sandbox_id": event.sandbox_id,
+            "owner": event.owner,
+            "timestamp_ms": event.timestamp_ms,
+            "payload": dict(event.payload),
+        }
+    )
+    return shaped
 
 
 async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principal, dict[str, Any]]:
@@ -134,7 +138,7 @@ async def events_socket(websocket: WebSocket) -> None:
         async for item in subscription:
             if isinstance(item, Gap):
                 if as_msgpack:
-                    await websocket.send_bytes(pack(to_wire({"gap": item.dropped})))
+                    await websocket.send_bytes(pack({"gap": item.dropped}))
                 else:
                     await websocket.send_json({"gap": item.dropped})
             elif as_msgpack:

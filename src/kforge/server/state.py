@@ -21,7 +21,8 @@ class ServerConfig:
     ``max_live_sandboxes_per_agent`` is checked by the server before the
     engine's ``max_sandboxes_per_owner``; ``max_wait_seconds`` bounds a
     long-poll (``/wait``, ``/mailbox``); the dev token lets the dashboard read
-    every sandbox and event for ``dev_token_lifetime_ms``.
+    every sandbox and event for ``dev_token_lifetime_ms``; ``default_preset``
+    configures a creation that gives neither a preset nor its quota and budget.
     """
 
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -30,6 +31,8 @@ class ServerConfig:
     max_live_sandboxes_per_agent: int = 64
     max_wait_seconds: float = 60.0
     max_event_subscriptions_per_agent: int = 16
+    #: The preset of a creation that names none and leaves out its quota or budget.
+    default_preset: str = "standard"
     event_queue_size: int = 1024
     dev_token_lifetime_ms: int = 7 * 24 * 3600 * 1000
 

@@ -61,10 +61,10 @@
     if (!supported) return;
     const rows = services.map((s) => el("tr", {},
       el("td", { class: "mono" }, short(s.id)),
-      el("td", {}, kforge.text(s.name)),
+      el("td", {}, kforge.text(s.name_hex)),
       el("td", { class: "mono" }, short(s.owner)),
       el("td", {}, badge(String(s.state))),
-      el("td", {}, (s.endpoints || []).map((e) => kforge.text(e.name) + "@" + e.channel).join(", ")),
+      el("td", {}, (s.endpoints || []).map((e) => kforge.text(e.name_hex) + "@" + e.channel).join(", ")),
       el("td", {}, `${s.calls_completed ?? 0} done, ${s.calls_queued ?? 0} queued`)));
     document.querySelector("#services tbody").replaceChildren(
       ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, "no services"))]));

@@ -48,8 +48,8 @@
 
   $("load").addEventListener("click", async () => {
     $("load-error").textContent = "";
-    const body = { tick_budget: Number($("budget").value), input: hexOf($("input").value) };
-    if (program) body.program = program; else body.assembly = $("source").value;
+    const body = { tick_budget: Number($("budget").value), input_hex: hexOf($("input").value) };
+    if (program) body.program_hex = program; else body.assembly = $("source").value;
     try {
       if (session) await api("DELETE", "/v1/debug/" + session).catch(() => {});
       view = await api("POST", "/v1/debug", body);
@@ -124,7 +124,7 @@
       el("div", { class: changed.has(index) ? "changed" : "", id: "r" + index }, `r${index} = ${value}`)));
     $("flags").textContent = Object.entries(view.flags).map(([name, on]) => `${name}=${on ? 1 : 0}`).join("  ");
     $("stack").textContent = view.stack.map((entry) => `${entry.address.toString(16).padStart(6, "0")}: ${entry.value}`).join("\n") || "(empty)";
-    const data = view.memory.data.match(/../g) || [];
+    const data = view.memory.data_hex.match(/../g) || [];
     const rows = [];
     for (let at = 0; at < data.length; at += 16) {
       const chunk = data.slice(at, at + 16);
@@ -132,9 +132,9 @@
       rows.push(`${(view.memory.address + at).toString(16).padStart(6, "0")}  ${chunk.join(" ").padEnd(47)}  ${ascii}`);
     }
     $("memory").textContent = rows.join("\n");
-    const inbound = Object.entries(view.inbound).map(([channel, queue]) => `in  ${channel}: ${queue.length} queued ${queue.map((q) => JSON.stringify(kforge.text(q))).join(" ")}`);
-    const outbound = view.outbound.map((m) => `out ${m.channel}: ${JSON.stringify(kforge.text(m.data))}`);
+    const inbound = view.inbound.map(({ channel, messages_hex: queue }) => `in  ${channel}: ${queue.length} queued ${queue.map((q) => JSON.stringify(kforge.text(q))).join(" ")}`);
+    const outbound = view.outbound.map((m) => `out ${m.channel}: ${JSON.stringify(kforge.text(m.data_hex))}`);
     $("channels").textContent = [...inbound, ...outbound].join("\n") || "(no queued messages)";
-    $("stdout").textContent = kforge.text(view.stdout) || "(empty)";
+    $("stdout").textContent = kforge.text(view.stdout_hex) || "(empty)";
   }
 })();

@@ -48,7 +48,7 @@
       const caughtUp = reply.next_offset >= reply.length;
       const stopped = !LIVE.includes(reply.state);
       output.done = stopped && caughtUp;
-      showOutput(kforge.bytes(reply.data), output.done);
+      showOutput(kforge.bytes(reply.data_hex), output.done);
       document.getElementById("output-state").textContent =
         `${output.offset.toLocaleString()} bytes` + (output.done ? "" : " so far");
       if (caughtUp) return;  // else more than one reply's worth is waiting: read on

@@ -1,0 +1,245 @@
+"""Running sandboxes: one scheduler slice, one debugging step, and the host calls they make.
+
+A slice runs the machine for at most its quantum of ticks (see
+:meth:`Executor.quantum`).  When the machine sends on channels 3..7 and waits
+for the reply, the reply is answered and delivered within the same slice and
+the machine runs on: a host reply never waits for the scheduler's next turn.
+A TICK ends the slice only when another sandbox is waiting to run; alone, a
+TICK costs what its tick says and nothing more.  After the slice the sandbox's
+state is recorded (still running, blocked, stopped) and a running one goes to
+the back of the run queue.
+
+The quantum is :attr:`EngineLimits.slice_ticks` (a hundred times that for a
+machine bound to compiled code, which runs that much faster) whenever another
+sandbox is waiting, so sandboxes take turns fairly.  A sandbox running alone
+gets a quantum that adapts to wall time: doubled while its slices take under
+:data:`LONE_SLICE_SECONDS`, halved while they take over twice that, so that a
+CPU-bound sandbox on compiled code pays the engine's cost per slice seldom
+while the event loop still gets a turn every few milliseconds.  Nothing a
+sandbox computes depends on where its slices end, so results are the same
+whatever the quantum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Final
+
+from kforge.core import AgentId, Hash256, InvalidState
+from kforge.engine.context import EngineContext
+from kforge.engine.models import Operation, SandboxState
+from kforge.engine.records import HostCallDropped, SandboxBlocked, SliceRan, Stepped
+from kforge.engine.sandbox import Sandbox
+from kforge.engine.sandboxes import Sandboxes
+from kforge.engine.service_ops import Services
+from kforge.host import HostRequest
+from kforge.machine import Machine, MachineState
+from kforge.tiers import TierRunner
+
+__all__ = [
+    "COMPILED_QUANTUM_FACTOR",
+    "LONE_SLICE_SECONDS",
+    "MAX_LONE_GROWTH",
+    "Executor",
+    "SliceObserver",
+]
+
+#: Called after every scheduler slice with the sandbox, its state and its ticks used.
+SliceObserver = Callable[[Hash256, SandboxState, int], None]
+
+# Performance note: compiled code runs a hundred times the interpreter's ticks in the
+# same time, so a machine bound to compiled code gets a quantum that much longer: the
+# slices of both tiers then take about the same wall time, and the engine's cost per
+# slice stays small beside the slice itself.
+COMPILED_QUANTUM_FACTOR: Final = 100
+#: The wall time a lone sandbox's slice aims at.
+LONE_SLICE_SECONDS: Final = 0.002
+#: A lone sandbox's quantum grows to at most this many times the fair one.
+MAX_LONE_GROWTH: Final = 1024
+
+
+class Executor:
+    """Runs slices for the scheduler and steps for debuggers."""
+
+    def __init__(
+        self,
+        ctx: EngineContext,
+        sandboxes: Sandboxes,
+        services: Services,
+        runner: TierRunner,
+        *,
+        on_slice: SliceObserver | None = None,
+        after_slice: Callable[[], None] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.sandboxes = sandboxes
+        self.services = services
+        self.runner = runner
+        self.on_slice = on_slice
+        self._after_slice = after_slice
+        #: Held while a machine runs, so a snapshot never sees one mid-slice.
+        self.lock = asyncio.Lock()
+        #: The adapted quantum of sandboxes that ran alone (the live engine's alone).
+        self._lone_quantum: dict[Hash256, int] = {}
+
+    def fair_quantum(self, machine: Machine) -> int:
+        """The ticks one slice may run while others wait: longer for compiled code."""
+        base = self.ctx.limits.slice_ticks
+        return base * COMPILED_QUANTUM_FACTOR if machine.tier_state is not None else base
+
+    def _adapt(self, sandbox: Sandbox, quantum: int, fair: int, seconds: float) -> None:
+        """After a lone slice that used its whole quantum: grow or shrink the next one."""
+        if seconds < LONE_SLICE_SECONDS and quantum < fair * MAX_LONE_GROWTH:
+            self._lone_quantum[sandbox.id] = quantum * 2
+        elif seconds > 2 * LONE_SLICE_SECONDS and quantum > fair:
+            self._lone_quantum[sandbox.id] = max(fair, quantum // 2)
+
+    # ------------------------------------------------------------------ slices
+
+    async def run_slice(self, sandbox: Sandbox) -> None:
+        """One scheduler slice (see :class:`~kforge.engine.scheduler.Scheduler`).
+
+        An unexpected exception (a bug in a tier or the engine) must not stop the
+        scheduler: the sandbox is killed by the engine, with the error appended
+        to its stderr.  An exception of the ``on_slice`` observer is ignored.
+        """
+        machine = sandbox.machine
+        if machine is None:
+            return
+        async with self.lock:
+            try:
+                await self._run(sandbox, machine)
+            except Exception as error:
+                machine.stderr += f"\nkforge engine: execution failed: {error!r}\n".encode()
+                if sandbox.state.is_live and sandbox.machine is not None:
+                    self.sandboxes.finalize(
+                        sandbox, SandboxState.KILLED, killed_by=self.ctx.agent_id
+                    )
+            self.ctx.transitions.commit(lazy=True)
+            if self._after_slice is not None:
+                self._after_slice()
+        if self.on_slice is not None:
+            with contextlib.suppress(Exception):
+                self.on_slice(sandbox.id, sandbox.state, machine.ticks_used)
+
+    async def _run(self, sandbox: Sandbox, machine: Machine) -> None:
+        start = machine.ticks_used
+        scheduler = self.ctx.scheduler
+        fair = self.fair_quantum(machine)
+        alone = len(scheduler) == 0
+        quantum = max(fair, self._lone_quantum.get(sandbox.id, fair)) if alone else fair
+        # Performance note: wall time only tunes the next lone quantum; results never see it.
+        started = time.perf_counter()
+        while True:
+            others_waiting = len(scheduler) > 0
+            self.runner.run(
+                machine, quantum - (machine.ticks_used - start), yield_on_tick=others_waiting
+            )
+            answered = await self.answer_host_calls(sandbox, machine)
+            if (
+                answered
+                and sandbox.state.is_live
+                and machine.state is MachineState.RUNNING
+                and machine.ticks_used - start < quantum
+            ):
+                continue  # the reply is there: run on within this slice
+            break
+        if alone and machine.ticks_used - start >= quantum:
+            self._adapt(sandbox, quantum, fair, time.perf_counter() - started)
+        elif not alone:
+            self._lone_quantum.pop(sandbox.id, None)
+        self.settle(sandbox, machine, scheduled=True)
+        if sandbox.state.is_final:
+            self._lone_quantum.pop(sandbox.id, None)
+
+    async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
+        """Execute one instruction of a sandbox not under the scheduler (for debugging).
+
+        Allowed in READY and RUNNING; a BLOCKED sandbox needs input first.
+        Host calls the instruction makes are answered before this returns.
+        """
+        ctx = self.ctx
+        ctx.require_open()
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.EXEC)
+        if sandbox.scheduled or sandbox.service is not None:
+            raise InvalidState(sandbox.state, "step (the scheduler is executing it)")
+        if sandbox.state not in (SandboxState.READY, SandboxState.RUNNING):
+            raise InvalidState(sandbox.state, "step")
+        machine = sandbox.machine
+        assert machine is not None
+        async with self.lock:
+            self.sandboxes.begin(sandbox)
+            ctx.transitions.record(Stepped(sandbox.id, machine.ticks_used))
+            await self.answer_host_calls(sandbox, machine)
+            self.settle(sandbox, machine, scheduled=False)
+            ctx.commit()
+        return sandbox.state
+
+    # ------------------------------------------------------------------ after running
+
+    async def answer_host_calls(self, sandbox: Sandbox, machine: Machine) -> bool:
+        """Answer every message the machine sent on channels 3..7; whether any reply was
+        delivered (the machine may then run on)."""
+        delivered_any = False
+        service = sandbox.service
+        for channel, data in machine.take_outbound():
+            if sandbox.state.is_final:  # killed while an adapter was awaited
+                break
+            if service is not None and channel in service.channels:
+                self.services.service_output(service, channel, data, machine)
+                continue
+            request = HostRequest(
+                sandbox.id, sandbox.owner, channel, data, machine.ticks_used, machine.message_limit
+            )
+            reply = await self.ctx.host.call(request, machine.grants)
+            if sandbox.state.is_live and not machine.state.is_final:
+                self.sandboxes.deliver_machine(
+                    sandbox, channel, reply.frame, (data, int(reply.status))
+                )
+                delivered_any = True
+            else:
+                self.ctx.transitions.record(
+                    HostCallDropped(
+                        sandbox.id,
+                        machine.ticks_used,
+                        channel,
+                        data,
+                        reply.frame,
+                        int(reply.status),
+                    )
+                )
+        return delivered_any
+
+    def settle(self, sandbox: Sandbox, machine: Machine, *, scheduled: bool) -> None:
+        """Record where the machine is after running: stopped, blocked, or running on."""
+        if sandbox.state.is_final:
+            return
+        record = self.ctx.transitions.record
+        state = machine.state
+        if state is MachineState.HALTED:
+            self.sandboxes.finalize(sandbox, SandboxState.HALTED)
+        elif state is MachineState.FAULTED:
+            self.sandboxes.finalize(sandbox, SandboxState.FAULTED)
+        elif state is MachineState.BLOCKED:
+            if sandbox.state is not SandboxState.BLOCKED:
+                channel = machine.blocked_channel
+                assert channel is not None
+                record(SandboxBlocked(sandbox.id, sandbox.owner, machine.ticks_used, channel))
+        else:
+            if scheduled:
+                record(SliceRan(sandbox.id, machine.ticks_used))
+            if sandbox.scheduled:
+                self.ctx.scheduler.enqueue(sandbox)
+        if sandbox.service is not None:
+            self.services.pump(sandbox.service)
+
+    # ------------------------------------------------------------------ deadlines
+
+    def deadline_passed(self, sandbox: Sandbox) -> None:
+        """The scheduler's call when an execution outlives its wall-clock deadline."""
+        if sandbox.state.is_live and sandbox.machine is not None:
+            self.sandboxes.finalize(sandbox, SandboxState.DEADLINE_EXCEEDED)
+            self.ctx.commit()

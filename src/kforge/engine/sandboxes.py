@@ -1,0 +1,435 @@
+"""Sandbox operations: create, start, deliver, kill, forget, grant, and reading their state.
+
+Each operation checks (the request, the caller's access, the limits), charges
+the owner when accounting is on, then records what changed through the
+engine's transitions (:mod:`kforge.engine.transitions`): nothing here writes
+the state itself.  Lifecycle of a sandbox: ``CREATED → READY → RUNNING ↔
+BLOCKED → HALTED | FAULTED | KILLED | DEADLINE_EXCEEDED``; an operation that
+does not fit the state raises ``InvalidState``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from kforge.core import (
+    AgentId,
+    ForgeError,
+    Hash256,
+    InvalidProgram,
+    InvalidRequest,
+    InvalidState,
+    MemoryQuotaExceeded,
+    PermissionDenied,
+    TooManySandboxes,
+)
+from kforge.engine.context import EngineContext
+from kforge.engine.models import (
+    CreateSandbox,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxInfo,
+    SandboxState,
+)
+from kforge.engine.presets import resolve_request
+from kforge.engine.records import (
+    AccessGranted,
+    AccessRevoked,
+    ExecutionBegan,
+    ExecutionScheduled,
+    InputDelivered,
+    ProgramLinked,
+    SandboxCreated,
+    SandboxForgotten,
+    SandboxStopped,
+)
+from kforge.engine.sandbox import Sandbox, ServiceCall, ServiceRecord
+from kforge.isa import DEFAULT_GRANTS, Channel
+from kforge.link import link, link_cost
+from kforge.machine import MachineState, granted_channels, plan_memory
+
+__all__ = ["ProgramGate", "Sandboxes"]
+
+
+class ProgramGate(Protocol):
+    """Decides whether a program may run; e.g. ``kforge.registry.TrustPolicy``.
+
+    ``check_runnable`` returns when the program may run and raises a
+    ``ForgeError`` naming why not (not trusted, revoked) otherwise.
+    """
+
+    def check_runnable(self, program_id: Hash256) -> None: ...
+
+
+#: Told when a service's sandbox stopped: the service, its result, the ticks at the
+#: stop, and the calls it had not answered: the one under way, and those queued.
+ServiceStopped = Callable[
+    [ServiceRecord, ExecResult, int, ServiceCall | None, list[ServiceCall]], None
+]
+
+
+class Sandboxes:
+    """The sandbox operations of one engine."""
+
+    def __init__(self, ctx: EngineContext, trust: ProgramGate | None = None) -> None:
+        self.ctx = ctx
+        self.trust = trust
+        self.on_service_stopped: ServiceStopped | None = None
+        # The live engine's alone (not state): who waits for a sandbox's result, and
+        # the EXEC_START messages to answer with it; kept only while someone waits.
+        self._waiters: dict[Hash256, list[asyncio.Future[ExecResult]]] = {}
+        self._notify: dict[Hash256, list[tuple[AgentId, Hash256]]] = {}
+
+    # ------------------------------------------------------------------ access
+
+    def authorized(self, sandbox_id: Hash256, requester: AgentId, operation: Operation) -> Sandbox:
+        """The sandbox, when ``requester`` may do ``operation`` on it (``PermissionDenied``)."""
+        sandbox = self.ctx.state.sandbox(sandbox_id)
+        if not sandbox.allows(requester, operation):
+            raise PermissionDenied(
+                f"agent {requester} is not the owner of sandbox {sandbox_id} "
+                f"and holds no '{operation.value}' grant"
+            )
+        return sandbox
+
+    async def grant(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId,
+        agent: AgentId,
+        operations: Iterable[Operation],
+    ) -> None:
+        """Let ``agent`` do ``operations`` on the sandbox; only its owner may grant."""
+        sandbox = self.ctx.state.sandbox(sandbox_id)
+        if requester != sandbox.owner:
+            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may grant access")
+        held = (sandbox.access or {}).get(agent, frozenset())
+        given = held | frozenset(operations)
+        ordered = tuple(sorted(given, key=lambda operation: operation.value))
+        self.ctx.transitions.record(AccessGranted(sandbox.id, agent, ordered))
+        self.ctx.commit()
+
+    async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
+        """Take back every grant ``agent`` holds on the sandbox; only its owner may."""
+        sandbox = self.ctx.state.sandbox(sandbox_id)
+        if requester != sandbox.owner:
+            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may revoke access")
+        self.ctx.transitions.record(AccessRevoked(sandbox.id, agent))
+        self.ctx.commit()
+
+    # ------------------------------------------------------------------ creating
+
+    async def create(self, request: CreateSandbox) -> Hash256:
+        """Create a READY sandbox running the program stored under ``request.code``.
+
+        Checked in this order, before any memory is allocated or anything
+        charged: the request's fields and preset (``InvalidRequest``), the
+        engine's and the owner's sandbox limits (``TooManySandboxes``), the
+        memory limits and the program's layout (``MemoryQuotaExceeded``), the
+        grants (``PermissionDenied``), the program and its imports
+        (``VaultFetchFailed``, ``InvalidProgram``, ``UnresolvedSymbol``); then
+        the owner is charged (``InsufficientResources``): creation, and 2 ticks
+        per import when the program is linked from the vault (seed §4.1).
+        """
+        ctx = self.ctx
+        ctx.require_open()
+        if not isinstance(request, CreateSandbox):
+            raise InvalidRequest(
+                "request", f"expected a CreateSandbox, got {type(request).__name__}"
+            )
+        request.validate()  # the checked copy is dropped: the request itself is kept (small)
+        request = resolve_request(request)
+        quota = request.memory_quota or 0
+        budget = request.tick_budget or 0
+        self._check_limits(request.owner, quota, budget)
+        granted_channels(request.grants - DEFAULT_GRANTS)
+        if self.trust is not None:
+            self.trust.check_runnable(request.code)  # re-checked at every creation
+        program = ctx.programs.load(request.code)
+        program_id = request.code
+        if request.imports:
+            program = link(program, request.imports, ctx.programs.load)
+        elif program.imports:
+            names = ", ".join(name.decode("utf-8", "replace") for name in program.imports)
+            raise InvalidProgram(
+                f"unresolved imports ({names}): name their programs in the request's imports"
+            )
+        plan_memory(program, quota, request.environment or {})
+        link_ticks = link_cost(request.imports)
+        charge = ctx.ledger.charge_creation(request.owner, quota) if ctx.accounting else None
+        try:
+            if charge is not None and link_ticks:
+                ctx.ledger.charge_ticks(
+                    request.owner, link_ticks, f"linking {len(request.imports)} imports"
+                )
+            if request.imports:
+                program_id = ctx.vault.put_program(program)
+            counter = ctx.state.sandbox_counter + 1
+            sandbox_id = ctx.identities.sandbox_id(counter)
+            ctx.transitions.record(SandboxCreated(sandbox_id, counter, request, program_id))
+        except ForgeError:
+            if charge is not None:
+                ctx.ledger.refund_creation(charge)
+            raise
+        if request.imports:
+            ctx.transitions.record(
+                ProgramLinked(request.code, program_id, len(request.imports), request.owner)
+            )
+        ctx.commit()
+        return sandbox_id
+
+    def _check_limits(self, owner: AgentId, quota: int, budget: int) -> None:
+        state, limits = self.ctx.state, self.ctx.limits
+        if budget > limits.max_tick_budget:
+            raise InvalidRequest(
+                "tick_budget", f"{budget} is over the engine's limit of {limits.max_tick_budget}"
+            )
+        if state.live_count >= limits.max_sandboxes:
+            raise TooManySandboxes(
+                f"the engine already runs {state.live_count} of at most {limits.max_sandboxes}"
+            )
+        owned = state.live_owned_by(owner)
+        if owned >= limits.max_sandboxes_per_owner:
+            raise TooManySandboxes(
+                f"owner {owner} already has {owned} of at most {limits.max_sandboxes_per_owner}"
+            )
+        if quota > limits.max_memory_quota:
+            raise MemoryQuotaExceeded(quota, limits.max_memory_quota)
+        if state.live_memory + quota > limits.max_total_memory:
+            raise MemoryQuotaExceeded(state.live_memory + quota, limits.max_total_memory)
+
+    # ------------------------------------------------------------------ reading
+
+    async def status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
+        """The sandbox's :class:`SandboxInfo`; the owner or a ``status`` grant only."""
+        return self.authorized(sandbox_id, requester, Operation.STATUS).info()
+
+    async def list(self, owner: AgentId | None = None) -> list[SandboxInfo]:
+        """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
+        return [
+            sandbox.info()
+            for sandbox in self.ctx.state.sandboxes.values()
+            if owner is None or sandbox.owner == owner
+        ]
+
+    async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
+        """Every host call the sandbox made, in order, with its tick count."""
+        return tuple(self.authorized(sandbox_id, requester, Operation.STATUS).io_log or ())
+
+    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
+        """The sandbox's stdout (channel 0) from byte ``offset`` on: so far, or all once stopped.
+
+        Works in every state: a live sandbox's output as written up to now
+        (between slices), a stopped one's ``ExecResult.output``.  Output only
+        grows, so a reader follows it by passing the number of bytes it
+        already has as ``offset``; ``offset`` equal to the length gives
+        ``b""``.  The owner or a ``status`` grant only (``PermissionDenied``);
+        ``SandboxNotFound`` for an unknown id; ``InvalidRequest`` (field
+        ``offset``) for an offset that is not an integer in 0..length.
+        """
+        sandbox = self.authorized(sandbox_id, requester, Operation.STATUS)
+        machine = sandbox.machine
+        if machine is not None:
+            written: bytes | bytearray = machine.stdout
+        elif sandbox.result is not None:
+            written = sandbox.result.output
+        else:
+            written = b""
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidRequest("offset", f"expected an integer, got {type(offset).__name__}")
+        if not 0 <= offset <= len(written):
+            raise InvalidRequest(
+                "offset", f"{offset} is outside 0..{len(written)} (the output's length so far)"
+            )
+        return bytes(written[offset:])
+
+    async def wait(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+    ) -> ExecResult:
+        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``)."""
+        sandbox = (
+            self.ctx.state.sandbox(sandbox_id)
+            if requester is None
+            else self.authorized(sandbox_id, requester, Operation.STATUS)
+        )
+        if sandbox.result is not None:
+            return sandbox.result
+        future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(sandbox.id, []).append(future)
+        return await asyncio.wait_for(future, timeout)
+
+    # ------------------------------------------------------------------ executing
+
+    async def exec_start(
+        self, sandbox_id: Hash256, requester: AgentId, notify: tuple[AgentId, Hash256] | None = None
+    ) -> None:
+        """Hand the sandbox to the scheduler; its result comes by :meth:`wait` and events.
+
+        Allowed from READY, or after ``step`` (RUNNING or BLOCKED) while no
+        scheduler execution is under way.  Reserves the tick budget when
+        accounting is on and starts the wall-clock deadline.  ``notify`` is the
+        (recipient, request id) of an ``EXEC_START`` message, answered with
+        ``EXEC_RESULT`` in the mailbox when the sandbox stops.
+        """
+        ctx = self.ctx
+        ctx.require_open()
+        sandbox = self.authorized(sandbox_id, requester, Operation.EXEC)
+        if sandbox.service is not None:
+            raise InvalidState(sandbox.state, "exec_start (the sandbox runs a service)")
+        runnable = (SandboxState.READY, SandboxState.RUNNING, SandboxState.BLOCKED)
+        if sandbox.scheduled or sandbox.state not in runnable:
+            operation = "exec_start (already executing)" if sandbox.scheduled else "exec_start"
+            raise InvalidState(sandbox.state, operation)
+        self.begin(sandbox)
+        if notify is not None:
+            self._notify.setdefault(sandbox.id, []).append(notify)
+        ctx.transitions.record(ExecutionScheduled(sandbox.id, True))
+        self.watch_deadline(sandbox)
+        if sandbox.state is SandboxState.RUNNING:
+            ctx.scheduler.enqueue(sandbox)
+        ctx.commit()
+
+    def watch_deadline(self, sandbox: Sandbox) -> None:
+        """Start the wall-clock deadline of the sandbox's execution (its request's, or the
+        engine's default)."""
+        ctx = self.ctx
+        limit = sandbox.request.deadline
+        deadline = ctx.clock.monotonic() + (limit if limit is not None else ctx.limits.deadline)
+        ctx.scheduler.watch_deadline(sandbox, deadline)
+
+    def begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
+        """The first start of execution: reserve the tick budget, announce the start."""
+        if sandbox.started:
+            return
+        ctx = self.ctx
+        reserved = 0
+        if ctx.accounting and reserve:
+            reserved = sandbox.request.tick_budget or 0
+            ctx.ledger.reserve_ticks(
+                sandbox.owner, reserved, f"the tick budget of sandbox {sandbox.id}"
+            )
+        ctx.transitions.record(ExecutionBegan(sandbox.id, sandbox.owner, reserved))
+
+    # ------------------------------------------------------------------ input
+
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
+    ) -> None:
+        """Give a sandbox input on stdin (channel 2), waking it if it waits there.
+
+        Channels 3..7 carry host replies and peer messages only, so agents may
+        not deliver on them (``PermissionDenied``).  A stopped sandbox takes
+        nothing (``InvalidState``).
+        """
+        ctx = self.ctx
+        ctx.require_open()
+        sandbox = self.authorized(sandbox_id, requester, Operation.DELIVER)
+        if channel != Channel.STDIN:
+            raise PermissionDenied(
+                f"channel {channel} is not open to agents: input goes on stdin (channel 2)"
+            )
+        data = ctx.limits.check_message(data)
+        if sandbox.state.is_final or sandbox.machine is None:
+            raise InvalidState(sandbox.state, "deliver")
+        self.deliver_machine(sandbox, channel, data)
+        ctx.commit()
+
+    def deliver_machine(
+        self, sandbox: Sandbox, channel: int, data: bytes, call: tuple[bytes, int] | None = None
+    ) -> None:
+        """Deliver to the sandbox's machine (recorded) and wake it.
+
+        ``call`` is the (request, status) of a host call whose reply this is.
+        """
+        machine = sandbox.machine
+        assert machine is not None
+        request, status = call if call is not None else (None, None)
+        self.ctx.transitions.record(
+            InputDelivered(sandbox.id, machine.ticks_used, channel, data, request, status)
+        )
+        if sandbox.scheduled and sandbox.state is SandboxState.RUNNING:
+            self.ctx.scheduler.enqueue(sandbox)
+
+    # ------------------------------------------------------------------ stopping
+
+    async def kill(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        """Stop a READY, RUNNING or BLOCKED sandbox at once; the owner or a ``kill`` grant only."""
+        self.ctx.require_open()
+        sandbox = self.authorized(sandbox_id, requester, Operation.KILL)
+        if sandbox.state.is_final or sandbox.machine is None:
+            raise InvalidState(sandbox.state, "kill")
+        self.finalize(sandbox, SandboxState.KILLED, killed_by=requester)
+        self.ctx.commit()
+
+    async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        """Drop the record of a stopped sandbox (its id becomes unknown); the owner only."""
+        sandbox = self.ctx.state.sandbox(sandbox_id)
+        if requester != sandbox.owner:
+            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may forget it")
+        if sandbox.state.is_live:
+            raise InvalidState(sandbox.state, "forget")
+        self.drop(sandbox)
+        self.ctx.commit()
+
+    def drop(self, sandbox: Sandbox) -> None:
+        self.ctx.transitions.record(SandboxForgotten(sandbox.id))
+
+    def finalize(
+        self, sandbox: Sandbox, state: SandboxState, *, killed_by: AgentId | None = None
+    ) -> None:
+        """Stop the sandbox for good: accounting, the record, waiters, replies."""
+        ctx = self.ctx
+        machine = sandbox.machine
+        assert machine is not None and state.is_final
+        ticks = machine.ticks_used
+        service = sandbox.service
+        current = service.current if service is not None else None
+        queued = list(service.queue) if service is not None else []
+        if service is not None and service.reserved_ticks:
+            used = max(0, ticks - service.cycle_start_ticks)
+            ctx.ledger.settle_ticks(service.owner, service.reserved_ticks, used)
+        if sandbox.reserved_ticks:
+            ctx.ledger.settle_ticks(sandbox.owner, sandbox.reserved_ticks, ticks)
+        faulted = state is SandboxState.FAULTED and machine.fault is not None
+        ctx.transitions.record(
+            SandboxStopped(
+                sandbox.id,
+                sandbox.owner,
+                state,
+                ticks,
+                machine.pc,
+                Hash256.of(bytes(machine.stdout)),
+                int(machine.fault) if faulted and machine.fault is not None else None,
+                machine.fault_detail if faulted else None,
+                killed_by,
+            )
+        )
+        result = sandbox.result
+        assert result is not None
+        if service is not None and self.on_service_stopped is not None:
+            self.on_service_stopped(service, result, ticks, current, queued)
+        for waiter in self._waiters.pop(sandbox.id, ()):
+            if not waiter.done():
+                waiter.set_result(result)
+        for recipient, reply_to in self._notify.pop(sandbox.id, ()):
+            ctx.mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
+
+    def cancel_waiting(self) -> None:
+        """Cancel every wait for a result (the engine stops, its sandboxes are left running)."""
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.cancel()
+        self._waiters.clear()
+
+    def kill_all(self, killed_by: AgentId) -> None:
+        """Kill every live sandbox (closing an engine that is not durable)."""
+        for sandbox in list(self.ctx.state.live_sandboxes()):
+            self.finalize(sandbox, SandboxState.KILLED, killed_by=killed_by)
+
+    def runnable(self, sandbox: Sandbox) -> bool:
+        """Whether its machine can run on (not waiting, not stopped)."""
+        machine = sandbox.machine
+        return machine is not None and machine.state in (MachineState.READY, MachineState.RUNNING)

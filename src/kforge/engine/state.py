@@ -1,0 +1,360 @@
+"""The engine's state: every sandbox and service, the id counters and the live tallies.
+
+An :class:`EngineState` is changed only by :func:`kforge.engine.apply.apply`,
+one record at a time; everything else reads it through its public methods.
+It knows how to load a program (:class:`ProgramSource`) and run a machine (a
+:class:`~kforge.tiers.TierRunner`), because applying a record may need to: a
+rebuild brings each machine forward by running it.
+
+:meth:`EngineState.snapshot` is the whole state as one value (machines as
+checkpoints): the journal stores it, and two states are the same exactly when
+their snapshots are equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final, Protocol
+
+from kforge.accounting import Account, Ledger
+from kforge.core import AgentId, Hash256, SandboxNotFound, ServiceNotFound
+from kforge.engine.models import (
+    CreateSandbox,
+    Endpoint,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxState,
+    ServiceState,
+)
+from kforge.engine.sandbox import FinalMachine, Sandbox, ServiceCall, ServiceRecord, recorded_call
+from kforge.machine import Machine
+from kforge.program import ForgeProgram
+from kforge.proofs.snapshot import checkpoint, restore
+from kforge.tiers import TierRunner
+from kforge.wire import U64, Schema
+
+__all__ = [
+    "SNAPSHOT_VERSION",
+    "EngineState",
+    "ProgramSource",
+    "StateSnapshot",
+]
+
+SNAPSHOT_VERSION: Final = 2
+
+
+class ProgramSource(Protocol):
+    """Where programs come from by id (the vault's cache, ``kforge.storage.ProgramCache``)."""
+
+    def load(self, program_id: Hash256) -> ForgeProgram:
+        """The program stored under ``program_id``; raises ``VaultFetchFailed``."""
+        ...
+
+
+# ----------------------------------------------------------------- the state as one value
+
+
+class SandboxSnapshot(Schema, frozen=True):
+    id: Hash256
+    request: CreateSandbox
+    program: Hash256
+    state: SandboxState
+    started: bool
+    scheduled: bool
+    reserved: U64
+    access: tuple[tuple[AgentId, tuple[Operation, ...]], ...]
+    io_log: tuple[HostCall, ...]
+    result: ExecResult | None
+    final: FinalMachine | None
+    machine: bytes | None
+
+
+class CallSnapshot(Schema, frozen=True):
+    number: U64
+    endpoint: bytes
+    data: bytes
+    caller: AgentId
+    caller_sandbox: Hash256 | None
+    notify_agent: AgentId | None
+    notify_request: Hash256 | None
+    ticks: U64
+
+
+class ServiceSnapshot(Schema, frozen=True):
+    id: Hash256
+    sandbox: Hash256
+    name: bytes
+    tick_budget: U64
+    auto_fund: bool
+    endpoints: tuple[Endpoint, ...]
+    state: ServiceState
+    funded_cycle: U64
+    reserved: U64
+    cycle_start: U64
+    queue: tuple[CallSnapshot, ...]
+    current: CallSnapshot | None
+    completed: U64
+
+
+class StateSnapshot(Schema, frozen=True):
+    """Everything an :class:`EngineState` holds (machines as checkpoints)."""
+
+    version: U64
+    sandbox_counter: U64
+    service_counter: U64
+    call_counter: U64
+    events: U64
+    cycle: U64
+    accounts: tuple[tuple[AgentId, U64, U64, U64, U64], ...]
+    sandboxes: tuple[SandboxSnapshot, ...]
+    services: tuple[ServiceSnapshot, ...]
+
+
+# ----------------------------------------------------------------- the state
+
+
+class EngineState:
+    """Sandboxes, services, counters and tallies of one engine."""
+
+    def __init__(
+        self, programs: ProgramSource, runner: TierRunner, ledger: Ledger, message_limit: int
+    ) -> None:
+        self.programs = programs
+        self.runner = runner
+        self.ledger = ledger
+        self.message_limit = message_limit
+        self.sandboxes: dict[Hash256, Sandbox] = {}
+        self.services: dict[Hash256, ServiceRecord] = {}
+        #: The last sandbox, service and call numbers handed out.
+        self.sandbox_counter = 0
+        self.service_counter = 0
+        self.call_counter = 0
+        #: Events derived from the records applied so far (the bus's last ``seq``).
+        self.events = 0
+        self._live_count = 0
+        self._live_memory = 0
+        self._live_by_owner: dict[AgentId, int] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    def sandbox(self, sandbox_id: Hash256) -> Sandbox:
+        """The sandbox ``sandbox_id``; ``SandboxNotFound`` when there is none."""
+        sandbox = self.sandboxes.get(sandbox_id) if isinstance(sandbox_id, Hash256) else None
+        if sandbox is None:
+            raise SandboxNotFound(sandbox_id)
+        return sandbox
+
+    def find(self, sandbox_id: Hash256) -> Sandbox | None:
+        return self.sandboxes.get(sandbox_id)
+
+    def service(self, service_id: Hash256) -> ServiceRecord:
+        """The service ``service_id``; ``ServiceNotFound`` when there is none."""
+        service = self.services.get(service_id) if isinstance(service_id, Hash256) else None
+        if service is None:
+            raise ServiceNotFound(service_id)
+        return service
+
+    def live_sandboxes(self) -> Iterator[Sandbox]:
+        """Sandboxes that have not stopped and still have their machine."""
+        return (s for s in self.sandboxes.values() if s.state.is_live and s.machine is not None)
+
+    @property
+    def live_count(self) -> int:
+        return self._live_count
+
+    @property
+    def live_memory(self) -> int:
+        """The memory quotas of every live sandbox, summed."""
+        return self._live_memory
+
+    def live_owned_by(self, owner: AgentId) -> int:
+        return self._live_by_owner.get(owner, 0)
+
+    # ------------------------------------------------------------------ changing (apply only)
+
+    def add(self, sandbox: Sandbox) -> None:
+        self.sandboxes[sandbox.id] = sandbox
+        self.count_live(sandbox, +1)
+
+    def count_live(self, sandbox: Sandbox, delta: int) -> None:
+        self._live_count += delta
+        self._live_memory += delta * (sandbox.request.memory_quota or 0)
+        owned = self._live_by_owner.get(sandbox.owner, 0) + delta
+        if owned:
+            self._live_by_owner[sandbox.owner] = owned
+        else:
+            self._live_by_owner.pop(sandbox.owner, None)
+
+    # ------------------------------------------------------------------ as one value
+
+    def snapshot(self) -> StateSnapshot:
+        """The whole state (call between slices only)."""
+        cycle, accounts = self.ledger.dump()
+        return StateSnapshot(
+            version=SNAPSHOT_VERSION,
+            sandbox_counter=self.sandbox_counter,
+            service_counter=self.service_counter,
+            call_counter=self.call_counter,
+            events=self.events,
+            cycle=cycle,
+            accounts=tuple(account_row(a) for a in accounts),
+            sandboxes=tuple(_sandbox_snapshot(s) for s in self.sandboxes.values()),
+            services=tuple(_service_snapshot(s) for s in self.services.values()),
+        )
+
+    def restore(self, snapshot: StateSnapshot) -> None:
+        """Take every value of ``snapshot`` (into an empty state)."""
+        self.sandbox_counter = snapshot.sandbox_counter
+        self.service_counter = snapshot.service_counter
+        self.call_counter = snapshot.call_counter
+        self.events = snapshot.events
+        load_accounts(self.ledger, snapshot.cycle, snapshot.accounts)
+        for values in snapshot.sandboxes:
+            sandbox = _sandbox_from(values, self._lookup)
+            self.sandboxes[sandbox.id] = sandbox
+            if sandbox.state.is_live:
+                self.count_live(sandbox, +1)
+        for service in snapshot.services:
+            _service_from(self, service)
+
+    def _lookup(self, program_id: Hash256) -> ForgeProgram | None:
+        try:
+            return self.programs.load(program_id)
+        except Exception:  # restore() reports the missing program itself
+            return None
+
+
+AccountRow = tuple[AgentId, int, int, int, int]
+
+
+def account_row(account: Account) -> AccountRow:
+    return (
+        account.agent,
+        account.tick_allowance,
+        account.ticks_spent,
+        account.ticks_reserved,
+        account.spark,
+    )
+
+
+def load_accounts(ledger: Ledger, cycle: int, rows: tuple[AccountRow, ...]) -> None:
+    ledger.load(cycle, [Account(AgentId(row[0].raw), *row[1:]) for row in rows])
+
+
+def _sandbox_snapshot(sandbox: Sandbox) -> SandboxSnapshot:
+    access = sandbox.access or {}
+    return SandboxSnapshot(
+        id=sandbox.id,
+        request=sandbox.request,
+        program=sandbox.program,
+        state=sandbox.state,
+        started=sandbox.started,
+        scheduled=sandbox.scheduled,
+        reserved=sandbox.reserved_ticks,
+        access=tuple(
+            (agent, tuple(sorted(ops, key=lambda op: op.value))) for agent, ops in access.items()
+        ),
+        io_log=tuple(sandbox.io_log or ()),
+        result=sandbox.result,
+        final=sandbox.final,
+        machine=checkpoint(sandbox.machine, include_program=False)
+        if sandbox.machine is not None
+        else None,
+    )
+
+
+def _sandbox_from(values: SandboxSnapshot, lookup: object) -> Sandbox:
+    sandbox = Sandbox(values.id, values.request, values.program)
+    sandbox.state = values.state
+    sandbox.started = values.started
+    sandbox.scheduled = values.scheduled
+    sandbox.reserved_ticks = values.reserved
+    if values.access:
+        sandbox.access = {agent: frozenset(ops) for agent, ops in values.access}
+    if values.io_log:
+        sandbox.io_log = list(values.io_log)
+    sandbox.result = values.result
+    sandbox.final = values.final
+    if values.machine is not None:
+        sandbox.machine = restore(values.machine, lookup)  # type: ignore[arg-type]
+    return sandbox
+
+
+def _call_snapshot(call: ServiceCall) -> CallSnapshot:
+    notify = call.notify
+    return CallSnapshot(
+        number=call.number,
+        endpoint=call.endpoint.name,
+        data=call.data,
+        caller=call.caller,
+        caller_sandbox=call.caller_sandbox,
+        notify_agent=notify[0] if notify is not None else None,
+        notify_request=notify[1] if notify is not None else None,
+        ticks=call.ticks_at_delivery,
+    )
+
+
+def service_call(service: ServiceRecord, values: CallSnapshot) -> ServiceCall:
+    """A queued call of ``service`` from its snapshot."""
+    return recorded_call(
+        service,
+        values.number,
+        values.endpoint,
+        values.data,
+        values.caller,
+        values.caller_sandbox,
+        values.notify_agent,
+        values.notify_request,
+        values.ticks,
+    )
+
+
+def _service_snapshot(service: ServiceRecord) -> ServiceSnapshot:
+    return ServiceSnapshot(
+        id=service.id,
+        sandbox=service.sandbox.id,
+        name=service.name,
+        tick_budget=service.tick_budget,
+        auto_fund=service.auto_fund,
+        endpoints=service.endpoints,
+        state=service.state,
+        funded_cycle=service.funded_cycle,
+        reserved=service.reserved_ticks,
+        cycle_start=service.cycle_start_ticks,
+        queue=tuple(_call_snapshot(call) for call in service.queue),
+        current=_call_snapshot(service.current) if service.current is not None else None,
+        completed=service.calls_completed,
+    )
+
+
+def _service_from(state: EngineState, values: ServiceSnapshot) -> None:
+    sandbox = state.sandbox(values.sandbox)
+    service = ServiceRecord(
+        values.id,
+        sandbox.owner,
+        sandbox,
+        values.name,
+        values.tick_budget,
+        values.auto_fund,
+        values.endpoints,
+    )
+    service.state = values.state
+    service.funded_cycle = values.funded_cycle
+    service.reserved_ticks = values.reserved
+    service.cycle_start_ticks = values.cycle_start
+    service.calls_completed = values.completed
+    service.queue.extend(service_call(service, call) for call in values.queue)
+    if values.current is not None:
+        service.current = service_call(service, values.current)
+    state.services[service.id] = service
+    sandbox.service = service
+
+
+def machine_of(sandbox: Sandbox) -> Machine:
+    """The sandbox's machine; ``StateCorrupted`` when a record needs one it does not have."""
+    if sandbox.machine is None:
+        from kforge.core import StateCorrupted
+
+        raise StateCorrupted("engine journal", f"sandbox {sandbox.id} has no machine to run")
+    return sandbox.machine
