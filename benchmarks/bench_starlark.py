@@ -70,10 +70,11 @@ def kforge_compiler() -> Any:
 
 def run_kforge(program: Any) -> str:
     from kforge.machine import Machine, MachineState
-    from kforge.tiers import run_on_tier
+    from kforge.tiers import TierRunner
 
     machine = Machine.load(program, memory_quota=MEMORY_QUOTA, tick_budget=TICK_BUDGET)
-    run_on_tier(machine, "fast")
+    with TierRunner("fast") as runner:
+        runner.run(machine)
     if machine.state is not MachineState.HALTED:
         raise RuntimeError(f"kforge ended {machine.state.name}: {bytes(machine.stderr)!r}")
     return bytes(machine.stdout).decode()

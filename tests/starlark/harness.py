@@ -256,12 +256,15 @@ def run_kforge(
     """Run a compiled program on ``tier`` and read its outcome back from the machine."""
     from kforge.isa import FaultCode
     from kforge.machine import Machine, MachineState
-    from kforge.tiers import run_on_tier
+    from kforge.tiers import TierRunner
 
     if isinstance(program, Outcome):  # a compile error: nothing to run
         return KforgeRun(program, "COMPILE_ERROR")
     machine = Machine.load(program, memory_quota=memory_quota, tick_budget=tick_budget)
-    run_on_tier(machine, tier)
+    runner = _RUNNERS.get(tier)
+    if runner is None:
+        runner = _RUNNERS[tier] = TierRunner(tier)
+    runner.run(machine)
     stdout = bytes(machine.stdout).decode("utf-8", errors="backslashreplace")
     stderr = bytes(machine.stderr)
     state = machine.state
@@ -273,6 +276,10 @@ def run_kforge(
     else:
         outcome = Outcome(MACHINE_FAULT, stdout, message=f"{state.name} {fault}")
     return KforgeRun(outcome, state.name, fault, machine.ticks_used, stderr)
+
+
+#: One runner per tier for the whole test process, so compiled modules are reused.
+_RUNNERS: dict[str, Any] = {}
 
 
 def _runtime_error(stdout: str, stderr: str, testing: bool) -> Outcome:
