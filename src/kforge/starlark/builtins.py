@@ -67,7 +67,7 @@ FUNCTIONS: Final[dict[str, Builtin]] = {
         _f("getattr", "x name default", 2),
         _f("hasattr", "x name", 2),
         _f("hash", "x", 1),
-        _f("int", "x base", 0, keywords=frozenset({"x", "base"})),
+        _f("int", "x base", 1, keywords=frozenset({"x", "base"})),
         _f("len", "x", 1),
         _f("list", "x", 0),
         _f("max", "", 0, varargs=True, kwonly=("key",)),

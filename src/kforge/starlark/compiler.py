@@ -35,6 +35,7 @@ RUNTIME_MODULES: Final = tuple(
         "values",
         "ints",
         "bigint",
+        "int_builtins",
         "format",
         "strings",
         "lists",

@@ -2,21 +2,71 @@
 
 A big int is a heap object (:data:`~kforge.starlark.layout.TAG_BIGINT`): a sign and
 a magnitude of 32-bit limbs, least significant first, one limb per word, no leading
-zero limb.  Every function here takes int values of either kind (small or big) and
-returns the canonical form: a small int whenever the value fits one.
+zero limb.  Every ``big_*`` function takes int values of either kind (small or big)
+and returns the canonical form: a small int whenever the value fits one.
+
+How the work is laid out, and why:
+
+* A small operand is first written into one of two static big-int-shaped *operand
+  slots* (:func:`big_view`), so every algorithm sees only limb arrays.
+* The magnitude functions (``mag_*``) work on limb addresses and counts.  A result is
+  allocated with room for its largest possible size, written in place, then made
+  canonical by :func:`big_finish`: leading zero limbs are dropped, and a value that
+  fits a small int becomes one.  The result is always the last allocation, so the
+  part of it that is not needed goes back to the heap (there is no collector).
+* Temporaries (the normalized operands of a long division, the digits of a decimal
+  conversion) live in one scratch block that grows as needed and is reused.
+* Limbs are 32 bits in 64-bit words so that a limb product plus two limbs fits a
+  word (the machine has no high-half multiply) and a two-limb numerator divides
+  with one ``DIV``.  Loops step pointers and keep their constants in locals, since
+  every instruction is a tick.
 
 Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, sar, slt, store
+from kforge.starlark.runtime.intrinsics import (
+    Global,
+    heap_pointer,
+    load,
+    loadb,
+    sar,
+    set_heap_pointer,
+    slt,
+    store,
+    storeb,
+)
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc_object, error
+    from kforge.starlark.runtime.core import (
+        alloc,
+        alloc_object,
+        buf_byte,
+        buf_decimal,
+        buf_reserve,
+        error,
+    )
+
+#: The base of the chunks a decimal conversion divides off (the largest power of ten
+#: below 2**32).
+_BILLION: Final = 1_000_000_000
+_LIMB_BASE: Final = 1 << 32
+#: The magnitude of the smallest small int, the one magnitude that is small only when
+#: negative.
+_SMALL_EDGE: Final = 1 << 62
+#: Bytes per operand slot: header, info, two limbs (any small int's magnitude).
+_SLOT: Final = 32
+
+_slots = Global(__name__)
+_scratch = Global(__name__)
+_scratch_words = Global(__name__)
+
+
+# -- small ints and machine words ---------------------------------------------------------
 
 
 def int_from_word(n: int) -> int:
@@ -48,85 +98,771 @@ def big_from_word(n: int) -> int:
     return v
 
 
-def unsupported() -> None:
-    error("integer too large: arbitrary precision is not available in this build", 0)
-
-
-def big_add(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_sub(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_mul(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_floordiv(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_mod(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_neg(a: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_invert(a: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_and(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_or(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_xor(a: int, b: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_lshift(a: int, count: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_rshift(a: int, count: int) -> int:
-    unsupported()
-    return 0
-
-
-def big_write_decimal(buffer: int, v: int) -> None:
-    """Append the decimal digits of the big int ``v`` (with its sign)."""
-    unsupported()
-
-
 def big_to_word(v: int) -> int:
-    """``v`` as a signed machine word; only for values that fit one."""
+    """``v`` (an int of either kind) as a signed machine word; only for values that fit."""
+    if v & 1:
+        return sar(v, 1)
     info = load(v + L.BIGINT_INFO)
     magnitude = load(v + L.BIGINT_LIMBS)
-    if (info & 0xFFFFFFFF) > 1:
+    if (info & L.LIMB_MASK) > 1:
         magnitude = magnitude | (load(v + L.BIGINT_LIMBS + 8) << 32)
     if info >> 32:
         return 0 - magnitude
     return magnitude
 
 
-def unused(v: int) -> int:
-    return sar(v, 1)
+def int_fits_int32(v: int) -> int:
+    """1 if ``v`` is an int in the signed 32-bit range (Go's ``AsInt32``)."""
+    if (v & 1) == 0:
+        return 0
+    return sar(v, 1) + (1 << 31) < (1 << 32)
+
+
+# -- views, results, scratch --------------------------------------------------------------
+
+
+def big_view(v: int, slot: int) -> int:
+    """``v`` as a big int object: itself if big; a small int is written into operand
+    slot ``slot`` (0 or 1), valid until that slot is used again."""
+    if (v & 1) == 0:
+        return v
+    slots = _slots.value
+    if slots == 0:
+        slots = alloc(2 * _SLOT)
+        store(slots, L.TAG_BIGINT)
+        store(slots + _SLOT, L.TAG_BIGINT)
+        _slots.value = slots
+    o = slots + _SLOT * slot
+    n = sar(v, 1)
+    sign = 0
+    if slt(n, 0):
+        sign = 1
+        n = 0 - n
+    count = 0
+    if n != 0:
+        count = 1
+        if n >> 32:
+            count = 2
+    store(o + L.BIGINT_INFO, (sign << 32) | count)
+    store(o + L.BIGINT_LIMBS, n & L.LIMB_MASK)
+    store(o + L.BIGINT_LIMBS + 8, n >> 32)
+    return o
+
+
+def limb_count(x: int) -> int:
+    return load(x + L.BIGINT_INFO) & L.LIMB_MASK
+
+
+def sign_of(x: int) -> int:
+    """1 if the big int object ``x`` is negative, else 0."""
+    return load(x + L.BIGINT_INFO) >> 32
+
+
+def big_alloc(count: int) -> int:
+    """A zeroed big int object with room for ``count`` limbs, to be passed to
+    :func:`big_finish` before anything else is allocated."""
+    if count > (1 << 26):
+        error("integer too large", 0)
+    return alloc_object(L.TAG_BIGINT, L.BIGINT_LIMBS + 8 * count)
+
+
+def big_finish(r: int, count: int, sign: int) -> int:
+    """The canonical int for the magnitude in ``r`` 's first ``count`` limbs with
+    ``sign``: a small int if it fits (``r`` is then given back to the heap), else ``r``
+    without its leading zero limbs (whose room is given back)."""
+    limbs = r + L.BIGINT_LIMBS
+    end = limbs + 8 * count
+    top = end
+    while top > limbs:
+        if load(top - 8) != 0:
+            break
+        top -= 8
+    used = (top - limbs) >> 3
+    if used <= 2:
+        m = 0
+        if used != 0:
+            m = load(limbs)
+            if used == 2:
+                m = m | (load(limbs + 8) << 32)
+        if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
+            if heap_pointer() == end:
+                # memory above the heap pointer must stay zeroed for the next alloc
+                p = r
+                while p < top:
+                    store(p, 0)
+                    p += 8
+                set_heap_pointer(r)
+            if sign != 0:
+                return ((0 - m) << 1) | 1
+            return (m << 1) | 1
+    store(r + L.BIGINT_INFO, (sign << 32) | used)
+    if heap_pointer() == end:
+        set_heap_pointer(top)
+    return r
+
+
+def scratch(words: int) -> int:
+    """The scratch block, with room for at least ``words`` words (its contents are
+    whatever the last user left).  Call it before allocating a result."""
+    if words > _scratch_words.value:
+        wanted = 2 * _scratch_words.value
+        if wanted < words:
+            wanted = words
+        if wanted < 64:
+            wanted = 64
+        if words > (1 << 26):
+            error("integer too large", 0)
+        _scratch.value = alloc(8 * wanted)
+        _scratch_words.value = wanted
+    return _scratch.value
+
+
+# -- magnitudes -----------------------------------------------------------------------------
+
+
+def mag_compare(p: int, n: int, q: int, m: int) -> int:
+    """-1, 0 or 1 as the magnitude ``p[0:n]`` is below, equal to or above ``q[0:m]``
+    (both without leading zero limbs)."""
+    if n != m:
+        if n < m:
+            return 0 - 1
+        return 1
+    i = 8 * n
+    while i > 0:
+        i -= 8
+        x = load(p + i)
+        y = load(q + i)
+        if x != y:
+            if x < y:
+                return 0 - 1
+            return 1
+    return 0
+
+
+def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
+    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m`` (``r`` may be ``p``)."""
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    carry = 0
+    end = q + 8 * m
+    while q < end:
+        s = load(p) + load(q) + carry
+        store(r, s & mask)
+        carry = s >> shift
+        p += step
+        q += step
+        r += step
+    end = p + 8 * (n - m)
+    while p < end:
+        s = load(p) + carry
+        store(r, s & mask)
+        carry = s >> shift
+        p += step
+        r += step
+    store(r, carry)
+
+
+def mag_sub(r: int, p: int, n: int, q: int, m: int) -> None:
+    """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``)."""
+    mask = L.LIMB_MASK
+    shift = 63
+    step = 8
+    borrow = 0
+    end = q + 8 * m
+    while q < end:
+        d = load(p) - load(q) - borrow
+        store(r, d & mask)
+        borrow = d >> shift
+        p += step
+        q += step
+        r += step
+    end = p + 8 * (n - m)
+    while p < end:
+        d = load(p) - borrow
+        store(r, d & mask)
+        borrow = d >> shift
+        p += step
+        r += step
+
+
+def mag_increment(p: int, n: int) -> None:
+    """Add 1 to ``p[0:n]`` in place (the caller leaves room for a carry limb)."""
+    mask = L.LIMB_MASK
+    end = p + 8 * n
+    while p < end:
+        s = load(p) + 1
+        store(p, s & mask)
+        if s <= mask:
+            return
+        p += 8
+
+
+def mag_decrement(p: int) -> None:
+    """Subtract 1 from the non-zero magnitude at ``p`` in place."""
+    while load(p) == 0:
+        store(p, L.LIMB_MASK)
+        p += 8
+    store(p, load(p) - 1)
+
+
+def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
+    """``r[0:n+m] = p[0:n] * q[0:m]`` for ``n <= m``; ``r`` zeroed on entry.  A limb
+    product plus a limb and a carry stays below 2**64."""
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    qend = q + 8 * m
+    pend = p + 8 * n
+    while p < pend:
+        x = load(p)
+        if x != 0:
+            carry = 0
+            s = q
+            t = r
+            while s < qend:
+                w = x * load(s) + load(t) + carry
+                store(t, w & mask)
+                carry = w >> shift
+                s += step
+                t += step
+            store(t, carry)
+        p += step
+        r += step
+
+
+def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
+    """``quotient[0:n] = p[0:n] // d`` for a one-limb ``d != 0`` (``quotient`` may be
+    ``p``); returns the remainder."""
+    shift = 32
+    step = 8
+    rem = 0
+    i = 8 * n
+    while i > 0:
+        i -= step
+        num = (rem << shift) | load(p + i)
+        digit = num // d
+        rem = num - digit * d
+        store(quotient + i, digit)
+    return rem
+
+
+def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, work: int) -> int:
+    """Long division (Knuth's algorithm D) of ``p[0:n]`` by ``q[0:m]``, ``n >= m >= 2``:
+    ``quotient[0:n-m+1]`` and ``remainder[0:m]`` (either may be 0 when not wanted),
+    using ``n + m + 1`` words at ``work``.  Returns 1 if the remainder is not zero."""
+    mask = L.LIMB_MASK
+    base = _LIMB_BASE
+    shift = 32
+    step = 8
+    # normalize: shift both so the divisor's top limb has its high bit set, which
+    # makes each estimated quotient digit at most 2 too large
+    s = 0
+    top = load(q + 8 * (m - 1))
+    while top < (1 << 31):
+        top = top << 1
+        s += 1
+    back = 32 - s
+    u = work
+    v = work + 8 * (n + 1)
+    shift_limbs_left(v, q, m, s)
+    store(u + 8 * n, shift_limbs_left(u, p, n, s))
+    vtop = load(v + 8 * (m - 1))
+    vnext = load(v + 8 * (m - 2))
+    vend = v + 8 * m
+    j = n - m + 1
+    while j > 0:
+        j -= 1
+        uj = u + 8 * j
+        high = load(uj + 8 * m)
+        num = (high << shift) | load(uj + 8 * (m - 1))
+        qhat = num // vtop
+        rhat = num - qhat * vtop
+        below = load(uj + 8 * (m - 2))
+        while qhat >= base or qhat * vnext > ((rhat << shift) | below):
+            qhat -= 1
+            rhat += vtop
+            if rhat >= base:
+                break
+        # multiply and subtract: u[j:j+m+1] -= qhat * v
+        carry = 0
+        borrow = 0
+        a = uj
+        b = v
+        while b < vend:
+            product = qhat * load(b) + carry
+            carry = product >> shift
+            t = load(a) - (product & mask) - borrow
+            store(a, t & mask)
+            borrow = t >> 63
+            a += step
+            b += step
+        t = high - carry - borrow
+        store(a, t & mask)
+        if t >> 63:
+            # qhat was one too large: add the divisor back
+            qhat -= 1
+            carry = 0
+            a = uj
+            b = v
+            while b < vend:
+                t = load(a) + load(b) + carry
+                store(a, t & mask)
+                carry = t >> shift
+                a += step
+                b += step
+            store(a, (load(a) + carry) & mask)
+        if quotient != 0:
+            store(quotient + 8 * j, qhat)
+    nonzero = 0
+    a = u
+    uend = u + 8 * m
+    while a < uend:
+        nonzero = nonzero | load(a)
+        a += step
+    if remainder != 0:
+        i = 0
+        while i < m:
+            low = load(u + 8 * i) >> s
+            store(remainder + 8 * i, low | ((load(u + 8 * i + 8) << back) & mask))
+            i += 1
+    return nonzero != 0
+
+
+def shift_limbs_left(r: int, p: int, n: int, s: int) -> int:
+    """``r[0:n] = p[0:n] << s`` (``0 <= s < 32``) without the top carry, which is
+    returned (``r`` may be ``p`` only if ``r <= p``)."""
+    mask = L.LIMB_MASK
+    back = 32 - s
+    step = 8
+    carry = 0
+    end = p + 8 * n
+    while p < end:
+        x = load(p)
+        store(r, ((x << s) | carry) & mask)
+        carry = x >> back
+        p += step
+        r += step
+    return carry
+
+
+# -- arithmetic ------------------------------------------------------------------------------
+
+
+def big_add(a: int, b: int) -> int:
+    return add_signed(a, b, 0)
+
+
+def big_sub(a: int, b: int) -> int:
+    return add_signed(a, b, 1)
+
+
+def add_signed(a: int, b: int, negate_b: int) -> int:
+    """``a + b``, or ``a - b`` when ``negate_b``."""
+    x = big_view(a, 0)
+    y = big_view(b, 1)
+    n = limb_count(x)
+    m = limb_count(y)
+    xs = sign_of(x)
+    ys = sign_of(y) ^ negate_b
+    if xs == ys:
+        if n < m:
+            t = x
+            x = y
+            y = t
+            n = m
+            m = limb_count(y)
+        r = big_alloc(n + 1)
+        mag_add(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
+        return big_finish(r, n + 1, xs)
+    order = mag_compare(x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
+    if order == 0:
+        return 1
+    if order == 1:
+        r = big_alloc(n)
+        mag_sub(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
+        return big_finish(r, n, xs)
+    r = big_alloc(m)
+    mag_sub(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
+    return big_finish(r, m, ys)
+
+
+def big_mul(a: int, b: int) -> int:
+    x = big_view(a, 0)
+    y = big_view(b, 1)
+    n = limb_count(x)
+    m = limb_count(y)
+    if n == 0 or m == 0:
+        return 1
+    r = big_alloc(n + m)
+    if n <= m:
+        mag_mul(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
+    else:
+        mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
+    return big_finish(r, n + m, sign_of(x) ^ sign_of(y))
+
+
+def big_floordiv(a: int, b: int) -> int:
+    """``a // b``, floored."""
+    return divide(a, b, 0)
+
+
+def big_mod(a: int, b: int) -> int:
+    """``a % b``, floored: the result has the divisor's sign."""
+    return divide(a, b, 1)
+
+
+def divide(a: int, b: int, want_remainder: int) -> int:
+    """The floored quotient or remainder of ``a`` by ``b``."""
+    x = big_view(a, 0)
+    y = big_view(b, 1)
+    n = limb_count(x)
+    m = limb_count(y)
+    if m == 0:
+        if want_remainder:
+            error("integer modulo by zero", 0)
+        error("floored division by zero", 0)
+    ys = sign_of(y)
+    differ = sign_of(x) ^ ys
+    xl = x + L.BIGINT_LIMBS
+    yl = y + L.BIGINT_LIMBS
+    if mag_compare(xl, n, yl, m) == 0 - 1:  # |a| < |b|: the truncated quotient is 0
+        if n == 0 or differ == 0:
+            if want_remainder:
+                return a
+            return 1
+        if want_remainder:  # |b| - |a|, with b's sign
+            r = big_alloc(m)
+            mag_sub(r + L.BIGINT_LIMBS, yl, m, xl, n)
+            return big_finish(r, m, ys)
+        return 0 - 1  # the small int -1
+    work = scratch(n + m + 1)
+    if want_remainder:
+        r = big_alloc(m)
+        rl = r + L.BIGINT_LIMBS
+        if m == 1:
+            store(rl, mag_div_limb(work, xl, n, load(yl)))
+            nonzero = load(rl) != 0
+        else:
+            nonzero = mag_divmod(0, rl, xl, n, yl, m, work)
+        if differ and nonzero:
+            mag_sub(rl, yl, m, rl, m)
+        return big_finish(r, m, ys)
+    count = n - m + 2  # room for the floor's carry
+    r = big_alloc(count)
+    rl = r + L.BIGINT_LIMBS
+    if m == 1:
+        nonzero = mag_div_limb(rl, xl, n, load(yl)) != 0
+    else:
+        nonzero = mag_divmod(rl, 0, xl, n, yl, m, work)
+    if differ and nonzero:
+        mag_increment(rl, count)
+    return big_finish(r, count, differ)
+
+
+def big_neg(a: int) -> int:
+    if a & 1:
+        return int_from_word(0 - sar(a, 1))
+    n = limb_count(a)
+    r = big_alloc(n)
+    copy_limbs(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n)
+    return big_finish(r, n, sign_of(a) ^ 1)
+
+
+def big_abs(a: int) -> int:
+    """``abs(a)`` for an int of either kind."""
+    if a & 1:
+        if slt(a, 0):
+            return big_neg(a)
+        return a
+    if sign_of(a) == 0:
+        return a
+    return big_neg(a)
+
+
+def copy_limbs(r: int, p: int, n: int) -> None:
+    end = p + 8 * n
+    while p < end:
+        store(r, load(p))
+        p += 8
+        r += 8
+
+
+def big_invert(a: int) -> int:
+    """``~a``, which is ``-a - 1``."""
+    if a & 1:
+        return a ^ 0xFFFFFFFFFFFFFFFE
+    n = limb_count(a)
+    r = big_alloc(n + 1)
+    rl = r + L.BIGINT_LIMBS
+    copy_limbs(rl, a + L.BIGINT_LIMBS, n)
+    if sign_of(a):  # ~(-m) = m - 1
+        mag_decrement(rl)
+        return big_finish(r, n + 1, 0)
+    mag_increment(rl, n + 1)  # ~m = -(m + 1)
+    return big_finish(r, n + 1, 1)
+
+
+# -- bitwise operations (two's complement, as if sign-extended forever) ----------------------
+
+
+def big_and(a: int, b: int) -> int:
+    return bitwise(a, b, L.LIMB_MASK, 0)
+
+
+def big_or(a: int, b: int) -> int:
+    return bitwise(a, b, L.LIMB_MASK, L.LIMB_MASK)
+
+
+def big_xor(a: int, b: int) -> int:
+    return bitwise(a, b, 0, L.LIMB_MASK)
+
+
+def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
+    """``(a & b & and_part) ^ ((a ^ b) & xor_part)`` limb by limb, which is ``&``,
+    ``|`` (both parts) or ``^``, on the two's-complement forms of ``a`` and ``b``.
+
+    A negative operand's limbs are complemented and incremented as they are read
+    (its form is ``~(m - 1)``), and a negative result is converted back the same way
+    as it is written."""
+    x = big_view(a, 0)
+    y = big_view(b, 1)
+    n = limb_count(x)
+    m = limb_count(y)
+    if n < m:  # the operations are symmetric: make x the longer
+        t = x
+        x = y
+        y = t
+        n = m
+        m = limb_count(y)
+    xs = sign_of(x)
+    ys = sign_of(y)
+    # the result's sign is the operation applied to the sign bits
+    rs = (((xs & ys) & and_part) ^ ((xs ^ ys) & xor_part)) & 1
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    x_flip = (0 - xs) & mask
+    y_flip = (0 - ys) & mask
+    r_flip = (0 - rs) & mask
+    x_carry = xs
+    y_carry = ys
+    r_carry = rs
+    r = big_alloc(n + 1)
+    p = x + L.BIGINT_LIMBS
+    q = y + L.BIGINT_LIMBS
+    t = r + L.BIGINT_LIMBS
+    end = q + 8 * m
+    while q < end:
+        u = (load(p) ^ x_flip) + x_carry
+        x_carry = u >> shift
+        u = u & mask
+        w = (load(q) ^ y_flip) + y_carry
+        y_carry = w >> shift
+        w = w & mask
+        z = (((u & w) & and_part) ^ ((u ^ w) & xor_part)) ^ r_flip
+        z += r_carry
+        r_carry = z >> shift
+        store(t, z & mask)
+        p += step
+        q += step
+        t += step
+    # past y's limbs its form is all zeros or all ones: y_flip
+    end = x + L.BIGINT_LIMBS + 8 * n
+    while p < end:
+        u = (load(p) ^ x_flip) + x_carry
+        x_carry = u >> shift
+        u = u & mask
+        z = (((u & y_flip) & and_part) ^ ((u ^ y_flip) & xor_part)) ^ r_flip
+        z += r_carry
+        r_carry = z >> shift
+        store(t, z & mask)
+        p += step
+        t += step
+    z = (((x_flip & y_flip) & and_part) ^ ((x_flip ^ y_flip) & xor_part)) ^ r_flip
+    store(t, (z + r_carry) & mask)
+    return big_finish(r, n + 1, rs)
+
+
+# -- shifts -----------------------------------------------------------------------------------
+
+
+def big_lshift(a: int, count: int) -> int:
+    """``a << count`` for a machine word ``count`` (the caller bounds it)."""
+    x = big_view(a, 0)
+    n = limb_count(x)
+    if n == 0:
+        return 1
+    words = count >> 5
+    total = n + words + 1
+    r = big_alloc(total)
+    rl = r + L.BIGINT_LIMBS + 8 * words
+    store(rl + 8 * n, shift_limbs_left(rl, x + L.BIGINT_LIMBS, n, count & 31))
+    return big_finish(r, total, sign_of(x))
+
+
+def big_rshift(a: int, count: int) -> int:
+    """``a >> count``, floored (a negative ``a`` rounds toward minus infinity)."""
+    x = big_view(a, 0)
+    n = limb_count(x)
+    xs = sign_of(x)
+    words = count >> 5
+    if words >= n:
+        if xs != 0:
+            return 0 - 1
+        return 1
+    s = count & 31
+    mask = L.LIMB_MASK
+    xl = x + L.BIGINT_LIMBS
+    lost = 0
+    if xs != 0:  # a negative value that loses set bits rounds down: magnitude + 1
+        lost = load(xl + 8 * words) & ((1 << s) - 1)
+        p = xl
+        end = xl + 8 * words
+        while p < end:
+            lost = lost | load(p)
+            p += 8
+    total = n - words
+    r = big_alloc(total + 1)
+    rl = r + L.BIGINT_LIMBS
+    back = 32 - s
+    p = xl + 8 * words
+    last = xl + 8 * (n - 1)
+    t = rl
+    while p < last:
+        store(t, (load(p) >> s) | ((load(p + 8) << back) & mask))
+        p += 8
+        t += 8
+    store(t, load(p) >> s)
+    if lost != 0:
+        mag_increment(rl, total + 1)
+    return big_finish(r, total + 1, xs)
+
+
+# -- decimal ----------------------------------------------------------------------------------
+
+
+def big_write_decimal(buffer: int, v: int) -> None:
+    """Append the decimal digits of the int ``v`` (with its sign).
+
+    The magnitude is divided by 10**9 again and again (each pass one ``DIV`` per
+    limb); the remainders are the nine-digit chunks, least significant first."""
+    if v & 1:
+        n = sar(v, 1)
+        if slt(n, 0):
+            buf_byte(buffer, 45)
+            n = 0 - n
+        buf_decimal(buffer, n)
+        return
+    n = limb_count(v)
+    work = scratch(3 * n + 2)  # the magnitude, then at most 1.08 chunks per limb
+    copy_limbs(work, v + L.BIGINT_LIMBS, n)
+    chunks = work + 8 * n
+    count = 0
+    while n > 0:
+        store(chunks + 8 * count, mag_div_limb(work, work, n, _BILLION))
+        count += 1
+        if load(work + 8 * (n - 1)) == 0:
+            n -= 1
+    if sign_of(v):
+        buf_byte(buffer, 45)
+    count -= 1
+    buf_decimal(buffer, load(chunks + 8 * count))
+    digits = 9 * count
+    target = buf_reserve(buffer, digits)
+    store(buffer + L.BUF_LEN, load(buffer + L.BUF_LEN) + digits)
+    ten = 10
+    zero = 48
+    while count > 0:
+        count -= 1
+        chunk = load(chunks + 8 * count)
+        start = target
+        target += 9
+        p = target
+        while p > start:
+            p -= 1
+            storeb(p, zero + chunk % ten)
+            chunk = chunk // ten
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def digit_value(c: int) -> int:
+    """The value of the digit character ``c`` (``0-9``, ``a-z``, ``A-Z``), or 99."""
+    if c - 48 < 10:
+        return c - 48
+    lower = c | 32
+    if lower - 97 < 26:
+        return lower - 87
+    return 99
+
+
+def parse_digits(p: int, n: int, base: int, negative: int) -> int:
+    """The int written by the ``n`` digits at ``p`` in ``base`` (2..36), negated if
+    ``negative``; 0 (no value) if there are no digits or one is not a digit of
+    ``base``.
+
+    Digits are taken in chunks that fit a limb: each multiplies the magnitude so far
+    by ``base ** chunk`` and adds the chunk's value."""
+    if n == 0:
+        return 0
+    i = 0
+    while i < n:
+        if digit_value(loadb(p + i)) >= base:
+            return 0
+        i += 1
+    per_chunk = 1
+    chunk_scale = base
+    while chunk_scale * base < _LIMB_BASE:
+        chunk_scale = chunk_scale * base
+        per_chunk += 1
+    first = n % per_chunk
+    if first == 0:
+        first = per_chunk
+    value = chunk_value(p, first, base)
+    if n == first:
+        if negative:
+            return ((0 - value) << 1) | 1
+        return (value << 1) | 1
+    bits = 1
+    while (1 << bits) < base:
+        bits += 1
+    capacity = (n * bits) // 32 + 2
+    r = big_alloc(capacity)
+    rl = r + L.BIGINT_LIMBS
+    store(rl, value)
+    used = 1
+    i = first
+    while i < n:
+        used = mag_mul_add(rl, used, chunk_scale, chunk_value(p + i, per_chunk, base))
+        i += per_chunk
+    return big_finish(r, capacity, negative)
+
+
+def chunk_value(p: int, count: int, base: int) -> int:
+    value = 0
+    end = p + count
+    while p < end:
+        value = value * base + digit_value(loadb(p))
+        p += 1
+    return value
+
+
+def mag_mul_add(p: int, n: int, factor: int, addend: int) -> int:
+    """``p[0:n] = p[0:n] * factor + addend`` in place (one-limb ``factor`` and
+    ``addend``; a carry out becomes limb ``n``); returns the new limb count."""
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    carry = addend
+    end = p + 8 * n
+    while p < end:
+        w = load(p) * factor + carry
+        store(p, w & mask)
+        carry = w >> shift
+        p += step
+    if carry != 0:
+        store(p, carry)
+        return n + 1
+    return n

@@ -15,7 +15,7 @@ from typing import Final
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, sar, sge, slt
+from kforge.starlark.runtime.intrinsics import sar, slt
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import (
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         big_rshift,
         big_sub,
         big_xor,
+        int_fits_int32,
         int_from_word,
     )
     from kforge.starlark.runtime.core import error
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.sequences import is_iterable, list_extend_iterable
     from kforge.starlark.runtime.strings import string_concat, string_repeat
     from kforge.starlark.runtime.tuples import tuple_concat, tuple_repeat
-    from kforge.starlark.runtime.values import error_binary, error_unary, tag_of
+    from kforge.starlark.runtime.values import error_binary, error_unary, error_with_type, tag_of
 
 #: Magnitudes below this multiply without leaving a machine word.
 _HALF: Final = 1 << 31
@@ -106,11 +107,12 @@ def mul(a: int, b: int) -> int:
         if both_small(a, b):
             x = sar(a, 1)
             y = sar(b, 1)
-            if x + _HALF < 2 * _HALF and y + _HALF < 2 * _HALF:
+            # |x|, |y| < 2**31: |x * y| < 2**62, a small int (-2**31 squared is not)
+            if x + _HALF - 1 < 2 * _HALF - 1 and y + _HALF - 1 < 2 * _HALF - 1:
                 return small_word(x * y)
         return big_mul(a, b)
     if ta == L.TAG_INT:
-        return repeat(b, a, b, a)
+        return repeat(b, a, a, b)
     if tb == L.TAG_INT:
         return repeat(a, b, a, b)
     error_binary("*", a, b)
@@ -218,22 +220,24 @@ def bitxor(a: int, b: int) -> int:
     return 0
 
 
-def shift_count(b: int) -> int:
-    """The shift count of ``<<`` and ``>>`` (a small int 0..511), or an error."""
-    if (b & 1) == 0 or slt(b, 0):
-        if (b & 1) == 0:
-            if sge(big_sign_word(b), 0):
-                error_shift_large(b)
-        error_shift_negative(b)
-    count = b >> 1
-    if count >= 512:
-        error_shift_large(b)
+def shift_count(b: int, left: int) -> int:
+    """The count of ``<<`` (``left``) or ``>>`` as a machine word, by Go's rules: an int
+    in the signed 32-bit range, not negative, and below 512 for ``<<``."""
+    if tag_of(b) != L.TAG_INT:
+        error_with_type("got ", b, ", want int", 0)
+    if int_fits_int32(b) == 0:
+        error_with_value("", b, " out of range")
+    count = sar(b, 1)
+    if slt(count, 0):
+        error_with_value("negative shift count: ", b, "")
+    if left and count >= 512:
+        error_with_value("shift count too large: ", b, "")
     return count
 
 
 def lshift(a: int, b: int) -> int:
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        count = shift_count(b)
+    if tag_of(a) == L.TAG_INT:
+        count = shift_count(b, 1)
         if a & 1:
             if count < 62:
                 x = sar(a, 1)
@@ -246,11 +250,11 @@ def lshift(a: int, b: int) -> int:
 
 
 def rshift(a: int, b: int) -> int:
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        count = shift_count(b)
+    if tag_of(a) == L.TAG_INT:
+        count = shift_count(b, 0)
         if a & 1:
             if count > 62:
-                count = 62
+                count = 62  # a small int shifted that far is 0 or -1 already
             return small_word(sar(sar(a, 1), count))
         return big_rshift(a, count)
     error_binary(">>", a, b)
@@ -280,18 +284,3 @@ def invert(a: int) -> int:
         return big_invert(a)
     error_unary("~", a)
     return 0
-
-
-def big_sign_word(v: int) -> int:
-    """0 for a non-negative big int, -1 for a negative one."""
-    if (load(v + L.BIGINT_INFO) >> 32) != 0:
-        return 0 - 1
-    return 0
-
-
-def error_shift_negative(b: int) -> None:
-    error_with_value("negative shift count: ", b, "")
-
-
-def error_shift_large(b: int) -> None:
-    error_with_value("shift count too large: ", b, "")

@@ -12,6 +12,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import load, loadb, store
 
 if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import mag_compare
     from kforge.starlark.runtime.core import alloc_object, buf_new, buf_str, buf_to_string, error
 
 
@@ -490,7 +491,12 @@ def big_compare(a: int, b: int) -> int:
         if sa == 1:
             return 1
         return 0 - 1
-    order = magnitude_compare(a, b)
+    order = mag_compare(
+        a + L.BIGINT_LIMBS,
+        load(a + L.BIGINT_INFO) & L.LIMB_MASK,
+        b + L.BIGINT_LIMBS,
+        load(b + L.BIGINT_INFO) & L.LIMB_MASK,
+    )
     if sa == 1:
         return order
     return 0 - order
@@ -505,25 +511,6 @@ def int_sign(v: int) -> int:
     if (load(v + L.BIGINT_INFO) >> 32) != 0:
         return 0 - 1
     return 1
-
-
-def magnitude_compare(a: int, b: int) -> int:
-    n = load(a + L.BIGINT_INFO) & 0xFFFFFFFF
-    m = load(b + L.BIGINT_INFO) & 0xFFFFFFFF
-    if n != m:
-        if n < m:
-            return 0 - 1
-        return 1
-    i = n
-    while i > 0:
-        i -= 1
-        x = load(a + L.BIGINT_LIMBS + 8 * i)
-        y = load(b + L.BIGINT_LIMBS + 8 * i)
-        if x != y:
-            if x < y:
-                return 0 - 1
-            return 1
-    return 0
 
 
 def dict_equal(a: int, b: int) -> int:

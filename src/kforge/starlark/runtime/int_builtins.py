@@ -1,0 +1,271 @@
+"""The builtins about ints and characters: int, abs, hash, chr, ord.
+
+Each ``builtin_NAME`` receives its parameters as bound by the compiler (0 for an
+optional parameter not given); see :mod:`kforge.starlark.builtins` for the table.
+Messages are the Go implementation's, word for word.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, loadb, sar, sgt, slt, store
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import big_abs, int_fits_int32, parse_digits
+    from kforge.starlark.runtime.core import (
+        buf_byte,
+        buf_decimal,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        error,
+    )
+    from kforge.starlark.runtime.format import write_str
+    from kforge.starlark.runtime.strings import string_new, utf8_decode, utf8_encode
+    from kforge.starlark.runtime.values import error_with_type, is_int, small, tag_of
+
+_HEX_UPPER: Final = "0123456789ABCDEF"
+
+
+# -- int ------------------------------------------------------------------------------------
+
+
+def builtin_int(x: int, base: int) -> int:
+    """``int(x)``: an int, a bool, or a str in ``base`` (10 unless given; 0 lets a
+    ``0x``/``0o``/``0b`` prefix decide)."""
+    if tag_of(x) == L.TAG_STRING:
+        b = 10
+        if base != 0:
+            if int_fits_int32(base) == 0:
+                error_with_type("int: for base, got ", base, ", want int", "int")
+            b = sar(base, 1)
+            if b != 0 and (slt(b, 2) or sgt(b, 36)):
+                error("int: base must be an integer >= 2 && <= 36", "int")
+        result = parse_int(x, b)
+        if result == 0:
+            error_invalid_literal(x, b)
+        return result
+    if base != 0:
+        error("int: can't convert non-string with explicit base", "int")
+    if x == L.TRUE_ADDRESS:
+        return small(1)
+    if x == L.FALSE_ADDRESS:
+        return small(0)
+    if is_int(x):
+        return x
+    if tag_of(x) == L.TAG_FLOAT:
+        error("int: float values are not supported yet", "int")
+    error_with_type("int: cannot convert ", x, " to int", "int")
+    return 0
+
+
+def parse_int(s: int, base: int) -> int:
+    """The int the str ``s`` spells in ``base`` (0: by its prefix), or 0 (no value)
+    if it spells none, by Go's rules: an optional sign, then a prefix (``0x``, ``0o``,
+    ``0b``, either case) that ``base`` 0 requires for anything but zeros and an equal
+    base permits, then digits; no spaces, no underscores."""
+    p = s + L.STR_DATA
+    n = load(s + L.STR_LEN)
+    negative = 0
+    if n > 0:
+        c = loadb(p)
+        if c == 43 or c == 45:  # + -
+            negative = c == 45
+            p += 1
+            n -= 1
+    if n > 1 and loadb(p) == 48:  # a leading 0
+        prefix = 0
+        if n > 2:
+            letter = loadb(p + 1) | 32
+            if letter == 111:  # o
+                prefix = 8
+            elif letter == 120:  # x
+                prefix = 16
+            elif letter == 98:  # b
+                prefix = 2
+        if prefix != 0:
+            if base == 0 or base == prefix:
+                base = prefix
+                p += 2
+                n -= 2
+        elif base == 0:  # without a prefix, base 0 takes only zeros after a 0
+            i = 1
+            while i < n:
+                if loadb(p + i) != 48:
+                    return 0
+                i += 1
+            return small(0)
+    if base == 0:
+        base = 10
+    if n > 0:
+        c = loadb(p)
+        if c == 43 or c == 45:  # a second sign
+            return 0
+    return parse_digits(p, n, base, negative)
+
+
+def error_invalid_literal(s: int, base: int) -> None:
+    b = buf_new(64)
+    buf_str(b, "int: invalid literal with base ")
+    buf_decimal(b, base)
+    buf_str(b, ": ")
+    buf_str(b, s)
+    error(buf_to_string(b, L.TAG_STRING), "int")
+
+
+# -- abs ------------------------------------------------------------------------------------
+
+
+def builtin_abs(x: int) -> int:
+    if is_int(x) == 0:
+        error_with_type("got ", x, ", want int or float", "abs")
+    return big_abs(x)
+
+
+# -- hash -------------------------------------------------------------------------------------
+
+
+def builtin_hash(x: int) -> int:
+    """``hash(x)`` of a str (Java's ``String.hashCode`` over its code points) or bytes
+    (32-bit FNV-1a): values fixed by the language, not the hash dicts use."""
+    tag = tag_of(x)
+    if tag == L.TAG_STRING:
+        return small(string_java_hash(x))
+    if tag == L.TAG_BYTES:
+        return small(bytes_fnv32(x))
+    error_with_type("hash: got ", x, ", want string or bytes", "hash")
+    return 0
+
+
+def string_java_hash(s: int) -> int:
+    """``h = 31 * h + c`` over the code points (invalid bytes count as U+FFFD), as a
+    signed 32-bit value.  The Go implementation adds a code point above U+FFFF whole,
+    not as two UTF-16 halves, and so does this."""
+    p = s + L.STR_DATA
+    end = p + load(s + L.STR_LEN)
+    h = 0
+    while p < end:
+        c = loadb(p)
+        if c < 128:
+            p += 1
+        else:
+            decoded = utf8_decode(p, end - p)
+            width = decoded >> 32
+            if width == 0:
+                c = 0xFFFD
+                p += 1
+            else:
+                c = decoded & 0xFFFFFFFF
+                p += width
+        h = h * 31 + c
+    h = h & 0xFFFFFFFF
+    if h >= (1 << 31):
+        return h - (1 << 32)
+    return h
+
+
+def bytes_fnv32(s: int) -> int:
+    p = s + L.STR_DATA
+    end = p + load(s + L.STR_LEN)
+    mask = 0xFFFFFFFF
+    h = 2166136261
+    while p < end:
+        h = ((h ^ loadb(p)) * 16777619) & mask
+        p += 1
+    return h
+
+
+# -- chr and ord ------------------------------------------------------------------------------
+
+
+def builtin_chr(i: int) -> int:
+    """The one-character str of code point ``i`` (a surrogate gives U+FFFD)."""
+    if is_int(i) == 0:
+        error_with_type("chr: got ", i, ", want int", "chr")
+    if int_fits_int32(i) == 0:
+        b = buf_new(64)
+        buf_str(b, "chr: ")
+        write_str(b, i)
+        buf_str(b, " out of range")
+        error(buf_to_string(b, L.TAG_STRING), "chr")
+    code = sar(i, 1)
+    if slt(code, 0):
+        b = buf_new(64)
+        buf_str(b, "chr: Unicode code point ")
+        write_str(b, i)
+        buf_str(b, " out of range (<0)")
+        error(buf_to_string(b, L.TAG_STRING), "chr")
+    if code > 0x10FFFF:
+        b = buf_new(64)
+        buf_str(b, "chr: Unicode code point U+")
+        write_hex_upper(b, code)
+        buf_str(b, " out of range (>0x10FFFF)")
+        error(buf_to_string(b, L.TAG_STRING), "chr")
+    s = string_new(L.TAG_STRING, 4)
+    store(s + L.STR_LEN, utf8_encode(s + L.STR_DATA, code))
+    return s
+
+
+def write_hex_upper(b: int, n: int) -> None:
+    """Append the word ``n`` in upper-case hexadecimal, without leading zeros."""
+    shift = 60
+    while shift > 0 and (n >> shift) == 0:
+        shift -= 4
+    while True:
+        buf_byte(b, loadb(_HEX_UPPER + L.STR_DATA + ((n >> shift) & 15)))
+        if shift == 0:
+            break
+        shift -= 4
+
+
+def builtin_ord(s: int) -> int:
+    """The code point of a one-character str (a lone invalid byte is U+FFFD), or the
+    value of a one-byte bytes."""
+    tag = tag_of(s)
+    if tag == L.TAG_STRING:
+        n = load(s + L.STR_LEN)
+        if n != 0:
+            decoded = utf8_decode(s + L.STR_DATA, n)
+            width = decoded >> 32
+            if width == 0:
+                width = 1
+                decoded = 0xFFFD
+            if width == n:
+                return small(decoded & 0xFFFFFFFF)
+        b = buf_new(64)
+        buf_str(b, "ord: string encodes ")
+        buf_decimal(b, codepoint_count(s))
+        buf_str(b, " Unicode code points, want 1")
+        error(buf_to_string(b, L.TAG_STRING), "ord")
+    if tag == L.TAG_BYTES:
+        n = load(s + L.STR_LEN)
+        if n != 1:
+            b = buf_new(64)
+            buf_str(b, "ord: bytes has length ")
+            buf_decimal(b, n)
+            buf_str(b, ", want 1")
+            error(buf_to_string(b, L.TAG_STRING), "ord")
+        return small(loadb(s + L.STR_DATA))
+    error_with_type("ord: got ", s, ", want string or bytes", "ord")
+    return 0
+
+
+def codepoint_count(s: int) -> int:
+    """The number of code points in the str ``s``, each invalid byte counting as one."""
+    p = s + L.STR_DATA
+    end = p + load(s + L.STR_LEN)
+    count = 0
+    while p < end:
+        if loadb(p) < 128:
+            p += 1
+        else:
+            width = utf8_decode(p, end - p) >> 32
+            if width == 0:
+                width = 1
+            p += width
+        count += 1
+    return count
