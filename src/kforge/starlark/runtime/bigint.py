@@ -33,7 +33,6 @@ from kforge.starlark.runtime.intrinsics import (
     Global,
     heap_pointer,
     load,
-    loadb,
     sar,
     set_heap_pointer,
     slt,
@@ -161,8 +160,6 @@ def sign_of(x: int) -> int:
 def big_alloc(count: int) -> int:
     """A zeroed big int object with room for ``count`` limbs, to be passed to
     :func:`big_finish` before anything else is allocated."""
-    if count > (1 << 26):
-        error("integer too large", 0)
     return alloc_object(L.TAG_BIGINT, L.BIGINT_LIMBS + 8 * count)
 
 
@@ -210,8 +207,6 @@ def scratch(words: int) -> int:
             wanted = words
         if wanted < 64:
             wanted = 64
-        if words > (1 << 26):
-            error("integer too large", 0)
         _scratch.value = alloc(8 * wanted)
         _scratch_words.value = wanted
     return _scratch.value
@@ -240,50 +235,76 @@ def mag_compare(p: int, n: int, q: int, m: int) -> int:
 
 
 def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m`` (``r`` may be ``p``)."""
+    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m`` (``r`` may be ``p``).  The loop
+    takes two limbs a turn: half the loop's jumps and pointer steps."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
+    pair = 16
     carry = 0
     end = q + 8 * m
-    while q < end:
-        s = load(p) + load(q) + carry
-        store(r, s & mask)
-        carry = s >> shift
+    if m & 1:
+        t = load(p) + load(q)
+        store(r, t & mask)
+        carry = t >> shift
         p += step
         q += step
         r += step
+    while q < end:
+        t = load(p) + load(q) + carry
+        store(r, t & mask)
+        t = load(p + 8) + load(q + 8) + (t >> shift)
+        store(r + 8, t & mask)
+        carry = t >> shift
+        p += pair
+        q += pair
+        r += pair
     end = p + 8 * (n - m)
-    while p < end:
-        s = load(p) + carry
-        store(r, s & mask)
-        carry = s >> shift
+    while p < end and carry != 0:
+        t = load(p) + carry
+        store(r, t & mask)
+        carry = t >> shift
         p += step
         r += step
-    store(r, carry)
+    store(r + (end - p), carry)
+    if p != r:
+        copy_limbs(r, p, (end - p) >> 3)
 
 
 def mag_sub(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``)."""
+    """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``), two
+    limbs a turn."""
     mask = L.LIMB_MASK
     shift = 63
     step = 8
+    pair = 16
     borrow = 0
     end = q + 8 * m
-    while q < end:
-        d = load(p) - load(q) - borrow
-        store(r, d & mask)
-        borrow = d >> shift
+    if m & 1:
+        t = load(p) - load(q)
+        store(r, t & mask)
+        borrow = t >> shift
         p += step
         q += step
         r += step
+    while q < end:
+        t = load(p) - load(q) - borrow
+        store(r, t & mask)
+        t = load(p + 8) - load(q + 8) - (t >> shift)
+        store(r + 8, t & mask)
+        borrow = t >> shift
+        p += pair
+        q += pair
+        r += pair
     end = p + 8 * (n - m)
-    while p < end:
-        d = load(p) - borrow
-        store(r, d & mask)
-        borrow = d >> shift
+    while p < end and borrow != 0:
+        t = load(p) - borrow
+        store(r, t & mask)
+        borrow = t >> shift
         p += step
         r += step
+    if p != r:
+        copy_limbs(r, p, (end - p) >> 3)
 
 
 def mag_increment(p: int, n: int) -> None:
@@ -307,25 +328,36 @@ def mag_decrement(p: int) -> None:
 
 
 def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+m] = p[0:n] * q[0:m]`` for ``n <= m``; ``r`` zeroed on entry.  A limb
-    product plus a limb and a carry stays below 2**64."""
+    """``r[0:n+m] = p[0:n] * q[0:m]``, ``r`` zeroed on entry; the inner loop (over
+    ``q``: pass the longer operand there) takes two limbs a turn.  A limb product
+    plus a limb and a carry stays below 2**64."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
+    pair = 16
+    odd = m & 1
     qend = q + 8 * m
     pend = p + 8 * n
     while p < pend:
         x = load(p)
         if x != 0:
-            carry = 0
-            s = q
+            a = q
             t = r
-            while s < qend:
-                w = x * load(s) + load(t) + carry
+            carry = 0
+            if odd:
+                w = x * load(a) + load(t)
                 store(t, w & mask)
                 carry = w >> shift
-                s += step
+                a += step
                 t += step
+            while a < qend:
+                w = x * load(a) + load(t) + carry
+                store(t, w & mask)
+                w = x * load(a + 8) + load(t + 8) + (w >> shift)
+                store(t + 8, w & mask)
+                carry = w >> shift
+                a += pair
+                t += pair
             store(t, carry)
         p += step
         r += step
@@ -333,17 +365,27 @@ def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
 
 def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
     """``quotient[0:n] = p[0:n] // d`` for a one-limb ``d != 0`` (``quotient`` may be
-    ``p``); returns the remainder."""
+    ``p``), two limbs a turn; returns the remainder."""
     shift = 32
-    step = 8
+    pair = 16
     rem = 0
-    i = 8 * n
-    while i > 0:
-        i -= step
-        num = (rem << shift) | load(p + i)
-        digit = num // d
-        rem = num - digit * d
-        store(quotient + i, digit)
+    a = p + 8 * n
+    t = quotient + 8 * n
+    if n & 1:
+        a -= 8
+        t -= 8
+        num = load(a)
+        store(t, num // d)
+        rem = num % d
+    while a > p:
+        a -= pair
+        t -= pair
+        num = (rem << shift) | load(a + 8)
+        store(t + 8, num // d)
+        rem = num % d
+        num = (rem << shift) | load(a)
+        store(t, num // d)
+        rem = num % d
     return rem
 
 
@@ -354,22 +396,20 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
     mask = L.LIMB_MASK
     base = _LIMB_BASE
     shift = 32
-    step = 8
-    # normalize: shift both so the divisor's top limb has its high bit set, which
-    # makes each estimated quotient digit at most 2 too large
+    # normalize: shift both so that the divisor's top limb has its high bit set; each
+    # estimated quotient digit is then at most 2 too large, and the test on the next
+    # limb below leaves it at most 1 too large
     s = 0
     top = load(q + 8 * (m - 1))
     while top < (1 << 31):
         top = top << 1
         s += 1
-    back = 32 - s
     u = work
     v = work + 8 * (n + 1)
     shift_limbs_left(v, q, m, s)
     store(u + 8 * n, shift_limbs_left(u, p, n, s))
     vtop = load(v + 8 * (m - 1))
     vnext = load(v + 8 * (m - 2))
-    vend = v + 8 * m
     j = n - m + 1
     while j > 0:
         j -= 1
@@ -384,49 +424,76 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
             rhat += vtop
             if rhat >= base:
                 break
-        # multiply and subtract: u[j:j+m+1] -= qhat * v
-        carry = 0
-        borrow = 0
-        a = uj
-        b = v
-        while b < vend:
-            product = qhat * load(b) + carry
-            carry = product >> shift
-            t = load(a) - (product & mask) - borrow
-            store(a, t & mask)
-            borrow = t >> 63
-            a += step
-            b += step
-        t = high - carry - borrow
-        store(a, t & mask)
-        if t >> 63:
-            # qhat was one too large: add the divisor back
+        t = high - mag_submul(uj, v, m, qhat)
+        store(uj + 8 * m, t & mask)
+        if t >> 63:  # qhat was one too large: add the divisor back
             qhat -= 1
-            carry = 0
-            a = uj
-            b = v
-            while b < vend:
-                t = load(a) + load(b) + carry
-                store(a, t & mask)
-                carry = t >> shift
-                a += step
-                b += step
-            store(a, (load(a) + carry) & mask)
+            store(uj + 8 * m, (load(uj + 8 * m) + mag_addback(uj, v, m)) & mask)
         if quotient != 0:
             store(quotient + 8 * j, qhat)
     nonzero = 0
     a = u
-    uend = u + 8 * m
-    while a < uend:
+    end = u + 8 * m
+    while a < end:
         nonzero = nonzero | load(a)
-        a += step
-    if remainder != 0:
+        a += 8
+    if remainder != 0:  # the remainder is u[0:m] shifted back
+        back = 32 - s
         i = 0
         while i < m:
             low = load(u + 8 * i) >> s
             store(remainder + 8 * i, low | ((load(u + 8 * i + 8) << back) & mask))
             i += 1
     return nonzero != 0
+
+
+def mag_submul(a: int, v: int, m: int, factor: int) -> int:
+    """``a[0:m] -= factor * v[0:m]`` (``factor <= 2**32``) limb by limb, two limbs a
+    turn; returns what is still to subtract from ``a[m]`` (the product's carry plus
+    the borrow)."""
+    mask = L.LIMB_MASK
+    shift = 32
+    sign = 63
+    step = 8
+    pair = 16
+    carry = 0
+    borrow = 0
+    end = v + 8 * m
+    if m & 1:
+        product = factor * load(v)
+        carry = product >> shift
+        t = load(a) - (product & mask)
+        store(a, t & mask)
+        borrow = t >> sign
+        a += step
+        v += step
+    while v < end:
+        product = factor * load(v) + carry
+        t = load(a) - (product & mask) - borrow
+        store(a, t & mask)
+        product = factor * load(v + 8) + (product >> shift)
+        t = load(a + 8) - (product & mask) - (t >> sign)
+        store(a + 8, t & mask)
+        carry = product >> shift
+        borrow = t >> sign
+        a += pair
+        v += pair
+    return carry + borrow
+
+
+def mag_addback(a: int, v: int, m: int) -> int:
+    """``a[0:m] += v[0:m]``; returns the carry out."""
+    mask = L.LIMB_MASK
+    shift = 32
+    carry = 0
+    end = v + 8 * m
+    while v < end:
+        t = load(a) + load(v) + carry
+        store(a, t & mask)
+        carry = t >> shift
+        a += 8
+        v += 8
+    return carry
 
 
 def shift_limbs_left(r: int, p: int, n: int, s: int) -> int:
@@ -461,17 +528,19 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
     """``a + b``, or ``a - b`` when ``negate_b``."""
     x = big_view(a, 0)
     y = big_view(b, 1)
-    n = limb_count(x)
-    m = limb_count(y)
-    xs = sign_of(x)
-    ys = sign_of(y) ^ negate_b
+    x_info = load(x + L.BIGINT_INFO)
+    y_info = load(y + L.BIGINT_INFO)
+    n = x_info & L.LIMB_MASK
+    m = y_info & L.LIMB_MASK
+    xs = x_info >> 32
+    ys = (y_info >> 32) ^ negate_b
     if xs == ys:
         if n < m:
             t = x
             x = y
             y = t
             n = m
-            m = limb_count(y)
+            m = x_info & L.LIMB_MASK
         r = big_alloc(n + 1)
         mag_add(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
         return big_finish(r, n + 1, xs)
@@ -537,12 +606,13 @@ def divide(a: int, b: int, want_remainder: int) -> int:
             return big_finish(r, m, ys)
         return 0 - 1  # the small int -1
     work = scratch(n + m + 1)
+    # nonzero: whether the truncated division leaves a remainder (the floor then moves)
     if want_remainder:
         r = big_alloc(m)
         rl = r + L.BIGINT_LIMBS
         if m == 1:
-            store(rl, mag_div_limb(work, xl, n, load(yl)))
-            nonzero = load(rl) != 0
+            nonzero = mag_div_limb(work, xl, n, load(yl))
+            store(rl, nonzero)
         else:
             nonzero = mag_divmod(0, rl, xl, n, yl, m, work)
         if differ and nonzero:
@@ -552,7 +622,7 @@ def divide(a: int, b: int, want_remainder: int) -> int:
     r = big_alloc(count)
     rl = r + L.BIGINT_LIMBS
     if m == 1:
-        nonzero = mag_div_limb(rl, xl, n, load(yl)) != 0
+        nonzero = mag_div_limb(rl, xl, n, load(yl))
     else:
         nonzero = mag_divmod(rl, 0, xl, n, yl, m, work)
     if differ and nonzero:
@@ -637,6 +707,8 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
         m = limb_count(y)
     xs = sign_of(x)
     ys = sign_of(y)
+    if (xs | ys) == 0:
+        return bitwise_magnitudes(x, n, y, m, and_part, xor_part)
     # the result's sign is the operation applied to the sign bits
     rs = (((xs & ys) & and_part) ^ ((xs ^ ys) & xor_part)) & 1
     mask = L.LIMB_MASK
@@ -682,6 +754,30 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
     z = (((x_flip & y_flip) & and_part) ^ ((x_flip ^ y_flip) & xor_part)) ^ r_flip
     store(t, (z + r_carry) & mask)
     return big_finish(r, n + 1, rs)
+
+
+def bitwise_magnitudes(x: int, n: int, y: int, m: int, and_part: int, xor_part: int) -> int:
+    """:func:`bitwise` of two non-negative big ints, ``x`` the longer: past ``y`` 's
+    limbs, ``&`` gives zeros and ``|`` and ``^`` copy ``x`` 's."""
+    count = n
+    if xor_part == 0:
+        count = m
+    r = big_alloc(count)
+    p = x + L.BIGINT_LIMBS
+    q = y + L.BIGINT_LIMBS
+    t = r + L.BIGINT_LIMBS
+    step = 8
+    end = q + 8 * m
+    while q < end:
+        u = load(p)
+        w = load(q)
+        store(t, ((u & w) & and_part) ^ ((u ^ w) & xor_part))
+        p += step
+        q += step
+        t += step
+    if count > m:
+        copy_limbs(t, p, n - m)
+    return big_finish(r, count, 0)
 
 
 # -- shifts -----------------------------------------------------------------------------------
@@ -783,86 +879,3 @@ def big_write_decimal(buffer: int, v: int) -> None:
             p -= 1
             storeb(p, zero + chunk % ten)
             chunk = chunk // ten
-
-
-# -- parsing ------------------------------------------------------------------------------------
-
-
-def digit_value(c: int) -> int:
-    """The value of the digit character ``c`` (``0-9``, ``a-z``, ``A-Z``), or 99."""
-    if c - 48 < 10:
-        return c - 48
-    lower = c | 32
-    if lower - 97 < 26:
-        return lower - 87
-    return 99
-
-
-def parse_digits(p: int, n: int, base: int, negative: int) -> int:
-    """The int written by the ``n`` digits at ``p`` in ``base`` (2..36), negated if
-    ``negative``; 0 (no value) if there are no digits or one is not a digit of
-    ``base``.
-
-    Digits are taken in chunks that fit a limb: each multiplies the magnitude so far
-    by ``base ** chunk`` and adds the chunk's value."""
-    if n == 0:
-        return 0
-    i = 0
-    while i < n:
-        if digit_value(loadb(p + i)) >= base:
-            return 0
-        i += 1
-    per_chunk = 1
-    chunk_scale = base
-    while chunk_scale * base < _LIMB_BASE:
-        chunk_scale = chunk_scale * base
-        per_chunk += 1
-    first = n % per_chunk
-    if first == 0:
-        first = per_chunk
-    value = chunk_value(p, first, base)
-    if n == first:
-        if negative:
-            return ((0 - value) << 1) | 1
-        return (value << 1) | 1
-    bits = 1
-    while (1 << bits) < base:
-        bits += 1
-    capacity = (n * bits) // 32 + 2
-    r = big_alloc(capacity)
-    rl = r + L.BIGINT_LIMBS
-    store(rl, value)
-    used = 1
-    i = first
-    while i < n:
-        used = mag_mul_add(rl, used, chunk_scale, chunk_value(p + i, per_chunk, base))
-        i += per_chunk
-    return big_finish(r, capacity, negative)
-
-
-def chunk_value(p: int, count: int, base: int) -> int:
-    value = 0
-    end = p + count
-    while p < end:
-        value = value * base + digit_value(loadb(p))
-        p += 1
-    return value
-
-
-def mag_mul_add(p: int, n: int, factor: int, addend: int) -> int:
-    """``p[0:n] = p[0:n] * factor + addend`` in place (one-limb ``factor`` and
-    ``addend``; a carry out becomes limb ``n``); returns the new limb count."""
-    mask = L.LIMB_MASK
-    shift = 32
-    step = 8
-    carry = addend
-    end = p + 8 * n
-    while p < end:
-        w = load(p) * factor + carry
-        store(p, w & mask)
-        carry = w >> shift
-        p += step
-    if carry != 0:
-        store(p, carry)
-        return n + 1
-    return n

@@ -15,7 +15,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import load, loadb, sar, sgt, slt, store
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.bigint import big_abs, int_fits_int32, parse_digits
+    from kforge.starlark.runtime.bigint import big_abs, big_alloc, big_finish, int_fits_int32
     from kforge.starlark.runtime.core import (
         buf_byte,
         buf_decimal,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.values import error_with_type, is_int, small, tag_of
 
 _HEX_UPPER: Final = "0123456789ABCDEF"
+_LIMB_BASE: Final = 1 << 32
 
 
 # -- int ------------------------------------------------------------------------------------
@@ -106,6 +107,92 @@ def parse_int(s: int, base: int) -> int:
         if c == 43 or c == 45:  # a second sign
             return 0
     return parse_digits(p, n, base, negative)
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def parse_digits(p: int, n: int, base: int, negative: int) -> int:
+    """The int written by the ``n`` digits at ``p`` in ``base`` (2..36), negated if
+    ``negative``; 0 (no value) if there are no digits or one is not a digit of
+    ``base``.
+
+    Digits are taken in chunks that fit a limb: each multiplies the magnitude so far
+    by ``base ** chunk`` and adds the chunk's value."""
+    if n == 0:
+        return 0
+    per_chunk = 1
+    chunk_scale = base
+    while chunk_scale * base < _LIMB_BASE:
+        chunk_scale = chunk_scale * base
+        per_chunk += 1
+    first = n % per_chunk
+    if first == 0:
+        first = per_chunk
+    value = chunk_value(p, first, base)
+    if value >> 32:
+        return 0
+    if n == first:  # below 2**32: a small int
+        if negative:
+            return ((0 - value) << 1) | 1
+        return (value << 1) | 1
+    bits = 1
+    while (1 << bits) < base:
+        bits += 1
+    capacity = (n * bits) // 32 + 2
+    r = big_alloc(capacity)
+    rl = r + L.BIGINT_LIMBS
+    store(rl, value)
+    used = 1
+    i = first
+    while i < n:
+        value = chunk_value(p + i, per_chunk, base)
+        if value >> 32:
+            return 0
+        used = mag_mul_add(rl, used, chunk_scale, value)
+        i += per_chunk
+    return big_finish(r, capacity, negative)
+
+
+def chunk_value(p: int, count: int, base: int) -> int:
+    """The value of the ``count`` digits at ``p`` in ``base`` (below 2**32), or
+    2**32 or more if one of them is not a digit of ``base``."""
+    ten = 10
+    letters = 26
+    value = 0
+    end = p + count
+    while p < end:
+        c = loadb(p)
+        digit = c - 48
+        if digit >= ten:
+            digit = (c | 32) - 97  # a letter, either case, is 10 and up
+            if digit >= letters:
+                return _LIMB_BASE
+            digit += ten
+        if digit >= base:
+            return _LIMB_BASE
+        value = value * base + digit
+        p += 1
+    return value
+
+
+def mag_mul_add(p: int, n: int, factor: int, addend: int) -> int:
+    """``p[0:n] = p[0:n] * factor + addend`` in place (one-limb ``factor`` and
+    ``addend``; a carry out becomes limb ``n``); returns the new limb count."""
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    carry = addend
+    end = p + 8 * n
+    while p < end:
+        w = load(p) * factor + carry
+        store(p, w & mask)
+        carry = w >> shift
+        p += step
+    if carry != 0:
+        store(p, carry)
+        return n + 1
+    return n
 
 
 def error_invalid_literal(s: int, base: int) -> None:

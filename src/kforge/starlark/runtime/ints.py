@@ -10,14 +10,14 @@ Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 
 from __future__ import annotations
 
-from typing import Final
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import sar, slt
 
 if TYPE_CHECKING:
+    from kforge.starlark.runtime.tuples import tuple_concat, tuple_repeat
+
     from kforge.starlark.runtime.bigint import (
         big_add,
         big_and,
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.lists import check_list_mutable, list_concat, list_repeat
     from kforge.starlark.runtime.sequences import is_iterable, list_extend_iterable
     from kforge.starlark.runtime.strings import string_concat, string_repeat
-    from kforge.starlark.runtime.tuples import tuple_concat, tuple_repeat
     from kforge.starlark.runtime.values import error_binary, error_unary, error_with_type, tag_of
 
 #: Magnitudes below this multiply without leaving a machine word.
@@ -73,11 +72,10 @@ def add(a: int, b: int) -> int:
 
 def inplace_add(a: int, b: int) -> int:
     """``a += b``: a list is extended in place by any iterable; else as ``a + b``."""
-    if tag_of(a) == L.TAG_LIST:
-        if is_iterable(b):
-            check_list_mutable(a, "apply += to")
-            list_extend_iterable(a, b)
-            return a
+    if tag_of(a) == L.TAG_LIST and is_iterable(b):
+        check_list_mutable(a, "apply += to")
+        list_extend_iterable(a, b)
+        return a
     return add(a, b)
 
 
@@ -238,12 +236,11 @@ def shift_count(b: int, left: int) -> int:
 def lshift(a: int, b: int) -> int:
     if tag_of(a) == L.TAG_INT:
         count = shift_count(b, 1)
-        if a & 1:
-            if count < 62:
-                x = sar(a, 1)
-                shifted = x << count
-                if sar(shifted, count) == x:
-                    return int_from_word(shifted)
+        if a & 1 and count < 62:
+            x = sar(a, 1)
+            shifted = x << count
+            if sar(shifted, count) == x:
+                return int_from_word(shifted)
         return big_lshift(a, count)
     error_binary("<<", a, b)
     return 0
