@@ -605,6 +605,18 @@ def divide(a: int, b: int, want_remainder: int) -> int:
             mag_sub(r + L.BIGINT_LIMBS, yl, m, xl, n)
             return big_finish(r, m, ys)
         return 0 - 1  # the small int -1
+    if n <= 2:  # both magnitudes fit a word (m <= n): one DIV does it
+        dividend = word_of(xl)
+        divisor = word_of(yl)
+        rem = dividend % divisor
+        if want_remainder:
+            if differ and rem != 0:
+                rem = divisor - rem
+            return int_from_magnitude(rem, ys)
+        quotient = dividend // divisor
+        if differ and rem != 0:
+            quotient += 1
+        return int_from_magnitude(quotient, differ)
     work = scratch(n + m + 1)
     # nonzero: whether the truncated division leaves a remainder (the floor then moves)
     if want_remainder:
@@ -621,13 +633,28 @@ def divide(a: int, b: int, want_remainder: int) -> int:
     count = n - m + 2  # room for the floor's carry
     r = big_alloc(count)
     rl = r + L.BIGINT_LIMBS
-    if m == 1:
-        nonzero = mag_div_limb(rl, xl, n, load(yl))
-    else:
-        nonzero = mag_divmod(rl, 0, xl, n, yl, m, work)
+    nonzero = mag_div_limb(rl, xl, n, load(yl)) if m == 1 else mag_divmod(rl, 0, xl, n, yl, m, work)
     if differ and nonzero:
         mag_increment(rl, count)
     return big_finish(r, count, differ)
+
+
+def word_of(limbs: int) -> int:
+    """The magnitude of at most two limbs as a word (an operand slot and a big int
+    below 2**64 both hold two)."""
+    return load(limbs) | (load(limbs + 8) << 32)
+
+
+def int_from_magnitude(m: int, sign: int) -> int:
+    """The int with magnitude ``m`` (a word) and ``sign``."""
+    if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
+        if sign != 0:
+            return ((0 - m) << 1) | 1
+        return (m << 1) | 1
+    r = big_alloc(2)
+    store(r + L.BIGINT_LIMBS, m & L.LIMB_MASK)
+    store(r + L.BIGINT_LIMBS + 8, m >> 32)
+    return big_finish(r, 2, sign)
 
 
 def big_neg(a: int) -> int:
@@ -851,6 +878,11 @@ def big_write_decimal(buffer: int, v: int) -> None:
         buf_decimal(buffer, n)
         return
     n = limb_count(v)
+    if sign_of(v):
+        buf_byte(buffer, 45)
+    if n <= 2:
+        buf_decimal(buffer, word_of(v + L.BIGINT_LIMBS))
+        return
     work = scratch(3 * n + 2)  # the magnitude, then at most 1.08 chunks per limb
     copy_limbs(work, v + L.BIGINT_LIMBS, n)
     chunks = work + 8 * n
@@ -860,8 +892,6 @@ def big_write_decimal(buffer: int, v: int) -> None:
         count += 1
         if load(work + 8 * (n - 1)) == 0:
             n -= 1
-    if sign_of(v):
-        buf_byte(buffer, 45)
     count -= 1
     buf_decimal(buffer, load(chunks + 8 * count))
     digits = 9 * count
