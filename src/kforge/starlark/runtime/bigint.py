@@ -766,7 +766,7 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
         p += step
         q += step
         t += step
-    # past y's limbs its form is all zeros or all ones: y_flip
+    # the same step past y's limbs, where y's form is all zeros or all ones: y_flip
     end = x + L.BIGINT_LIMBS + 8 * n
     while p < end:
         u = (load(p) ^ x_flip) + x_carry
@@ -866,17 +866,11 @@ def big_rshift(a: int, count: int) -> int:
 
 
 def big_write_decimal(buffer: int, v: int) -> None:
-    """Append the decimal digits of the int ``v`` (with its sign).
+    """Append the decimal digits of the big int ``v`` (with its sign); small ints are
+    written by :func:`~kforge.starlark.runtime.format.write_int`.
 
     The magnitude is divided by 10**9 again and again (each pass one ``DIV`` per
     limb); the remainders are the nine-digit chunks, least significant first."""
-    if v & 1:
-        n = sar(v, 1)
-        if slt(n, 0):
-            buf_byte(buffer, 45)
-            n = 0 - n
-        buf_decimal(buffer, n)
-        return
     n = limb_count(v)
     if sign_of(v):
         buf_byte(buffer, 45)
