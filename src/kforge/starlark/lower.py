@@ -1050,8 +1050,11 @@ class FunctionCompiler:
         fast, check_right, in_range, slow, done = (b.new_block() for _ in range(5))
         b.br("NZ", self.small_tags(left, right, None, None), -1, check_right, slow)
         b.set_block(check_right)
-        # a word w = 2x+1 has |x| < 2**31 exactly when w + 2**32 < 2**33 (unsigned)
-        shifted_left = b.op("ADD", left, self.const(1 << 32))
+        # a word w = 2x+1 has -2**31 <= x < 2**31 exactly when w + 2**32 < 2**33
+        # (unsigned), the range taken for the right operand; the left one's is moved up
+        # by one, -2**31 < x <= 2**31, since (-2**31)**2 = 2**62 is not a small int
+        # (the products of the two ranges lie in -2**62 .. 2**62 - 2**31)
+        shifted_left = b.op("ADD", left, self.const((1 << 32) - 2))
         limit = self.const(1 << 33)
         b.br("LT", shifted_left, limit, in_range, slow)
         b.set_block(in_range)
