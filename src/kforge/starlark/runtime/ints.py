@@ -221,6 +221,8 @@ def bitxor(a: int, b: int) -> int:
 def shift_count(b: int, left: int) -> int:
     """The count of ``<<`` (``left``) or ``>>`` as a machine word, by Go's rules: an int
     in the signed 32-bit range, not negative, and below 512 for ``<<``."""
+    if b & 1 and b < (512 << 1):  # a small int from 0 to 511 (a negative word is larger)
+        return b >> 1
     if tag_of(b) != L.TAG_INT:
         error_with_type("got ", b, ", want int", 0)
     if int_fits_int32(b) == 0:
