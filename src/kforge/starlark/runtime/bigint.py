@@ -60,9 +60,9 @@ _SMALL_EDGE: Final = 1 << 62
 #: Bytes per operand slot: header, info, two limbs (any small int's magnitude).
 _SLOT: Final = 32
 
-_slots = Global(__name__)
-_scratch = Global(__name__)
-_scratch_words = Global(__name__)
+_bigint_operand_slots = Global(__name__)
+_bigint_scratch = Global(__name__)
+_bigint_scratch_words = Global(__name__)
 
 
 # -- small ints and machine words ---------------------------------------------------------
@@ -125,12 +125,12 @@ def big_view(v: int, slot: int) -> int:
     slot ``slot`` (0 or 1), valid until that slot is used again."""
     if (v & 1) == 0:
         return v
-    slots = _slots.value
+    slots = _bigint_operand_slots.value
     if slots == 0:
         slots = alloc(2 * _SLOT)
         store(slots, L.TAG_BIGINT)
         store(slots + _SLOT, L.TAG_BIGINT)
-        _slots.value = slots
+        _bigint_operand_slots.value = slots
     o = slots + _SLOT * slot
     n = sar(v, 1)
     sign = 0
@@ -201,15 +201,15 @@ def big_finish(r: int, count: int, sign: int) -> int:
 def scratch(words: int) -> int:
     """The scratch block, with room for at least ``words`` words (its contents are
     whatever the last user left).  Call it before allocating a result."""
-    if words > _scratch_words.value:
-        wanted = 2 * _scratch_words.value
+    if words > _bigint_scratch_words.value:
+        wanted = 2 * _bigint_scratch_words.value
         if wanted < words:
             wanted = words
         if wanted < 64:
             wanted = 64
-        _scratch.value = alloc(8 * wanted)
-        _scratch_words.value = wanted
-    return _scratch.value
+        _bigint_scratch.value = alloc(8 * wanted)
+        _bigint_scratch_words.value = wanted
+    return _bigint_scratch.value
 
 
 # -- magnitudes -----------------------------------------------------------------------------
