@@ -348,25 +348,30 @@ def write_int_base(b: int, v: int, bits: int, case_offset: int) -> None:
     if info >> 32:
         buf_byte(b, 45)
     limbs = v + L.BIGINT_LIMBS
-    total = (info & 0xFFFFFFFF) * 32
+    count = info & 0xFFFFFFFF
+    total = count * 32
     # the position of the top digit: the highest non-zero group of ``bits`` bits
     position = total - total % bits
-    while position > 0 and big_bits(limbs, position, bits) == 0:
+    while position > 0 and big_bits(limbs, count, position, bits) == 0:
         position -= bits
     while True:
-        buf_byte(b, loadb(_DIGITS + L.STR_DATA + case_offset + big_bits(limbs, position, bits)))
+        digit = big_bits(limbs, count, position, bits)
+        buf_byte(b, loadb(_DIGITS + L.STR_DATA + case_offset + digit))
         if position == 0:
             break
         position -= bits
     return
 
 
-def big_bits(limbs: int, position: int, bits: int) -> int:
-    """The ``bits`` bits of a magnitude (32-bit limbs, one per word) from ``position``."""
+def big_bits(limbs: int, count: int, position: int, bits: int) -> int:
+    """The ``bits`` bits of a magnitude (``count`` 32-bit limbs, one per word) from
+    ``position``; bits above the top limb are zeros (the words there are not limbs)."""
     limb = position >> 5
     shift = position & 31
-    value = load(limbs + 8 * limb) >> shift
-    if shift + bits > 32:
+    value = 0
+    if limb < count:
+        value = load(limbs + 8 * limb) >> shift
+    if shift + bits > 32 and limb + 1 < count:
         value = value | (load(limbs + 8 * limb + 8) << (32 - shift))
     return value & ((1 << bits) - 1)
 
