@@ -1,8 +1,9 @@
 """Register allocation: virtual registers onto the machine's 256, across calls too.
 
-Linear scan over one live interval per virtual register (from its first to its
-last live point in block order, which covers loops because liveness is computed by
-data flow first).  What makes it fit this machine:
+Greedy colouring of an interference graph built from exact liveness (a value
+interferes with the values live where it is defined), in the order values first
+appear, so short-lived temporaries reuse registers freely whatever the block layout.
+What makes it fit this machine:
 
 * **Calls know what their callee changes.**  Functions are allocated callees first
   (:func:`kforge.starlark.emit` orders them), so each call's *clobber set* is known:
@@ -21,7 +22,6 @@ data flow first).  What makes it fit this machine:
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 from kforge.starlark.ir import FIRST_VIRTUAL, Function, Insn
@@ -64,100 +64,68 @@ def allocate(
     to its callee's clobber set."""
     blocks = function.blocks
     order = _block_order(function)
-    position = 0
-    block_span: dict[int, tuple[int, int]] = {}
-    linear: list[tuple[int, Insn | None]] = []
-    for index in order:
-        block = blocks[index]
-        start = position
-        for insn in block.insns:
-            linear.append((position, insn))
-            position += 2
-        linear.append((position, None))  # the terminator
-        block_span[index] = (start, position)
-        position += 2
-
-    live_in, live_out = _liveness(function, order)
-
-    starts: dict[int, int] = {}
-    ends: dict[int, int] = {}
-
-    def touch(register: int, at: int) -> None:
-        if register < FIRST_VIRTUAL:
-            return
-        if at < starts.get(register, 1 << 62):
-            starts[register] = at
-        if at > ends.get(register, -1):
-            ends[register] = at
-
-    for index in order:
-        start, end = block_span[index]
-        # live into a block: live before its first instruction (which may be a call)
-        for register in _bits(live_in[index]):
-            touch(register + FIRST_VIRTUAL, start - 1)
-        for register in _bits(live_out[index]):
-            touch(register + FIRST_VIRTUAL, end + 1)
+    _, live_out = _liveness(function, order)
     hints: dict[int, int] = {}
     calls: list[tuple[int, int, Insn]] = []  # (position, clobber mask, insn)
-    for at, maybe in linear:
-        if maybe is None:
-            continue
-        insn = maybe
-        for register in insn.uses():
-            touch(register, at)
-        for register in insn.defs():
-            # a definition lives at least one step, so values defined together (the
-            # parameters) never share a register, even one that is never read
-            touch(register, at)
-            touch(register, at + 1)
-        op = insn.op
-        if op == "MOV":
-            if insn.a < FIRST_VIRTUAL <= insn.dst:
-                hints.setdefault(insn.dst, insn.a)
-        elif op in ("CALL", "CALLI"):
-            mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(insn.args))
-            calls.append((at, mask, insn))
-            for number, argument in enumerate(insn.args, start=1):
-                if argument >= FIRST_VIRTUAL:
-                    hints.setdefault(argument, number)
-            if insn.dst >= FIRST_VIRTUAL:
-                hints.setdefault(insn.dst, RESULT)
-        elif op == "PARAMS":
-            for number, parameter in enumerate(insn.args, start=1):
-                hints.setdefault(parameter, number)
-    for index in order:  # RET puts its value in r1
-        term = blocks[index].term
-        if term is not None and term.op == "RET" and term.a >= FIRST_VIRTUAL:
-            hints.setdefault(term.a, RESULT)
-            touch(term.a, block_span[index][1])
-        elif term is not None:
+    first_seen: dict[int, int] = {}
+    position = 0
+    for index in order:
+        block = blocks[index]
+        for insn in block.insns:
+            position += 1
+            for register in (*insn.defs(), *insn.uses()):
+                if register >= FIRST_VIRTUAL and register not in first_seen:
+                    first_seen[register] = position
+            op = insn.op
+            if op == "MOV":
+                if insn.a < FIRST_VIRTUAL <= insn.dst:
+                    hints.setdefault(insn.dst, insn.a)
+                elif insn.a >= FIRST_VIRTUAL and insn.dst >= FIRST_VIRTUAL:
+                    hints.setdefault(insn.dst, -insn.a)  # prefer the source's register
+            elif op in ("CALL", "CALLI"):
+                mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(insn.args))
+                calls.append((position, mask, insn))
+                for number, argument in enumerate(insn.args, start=1):
+                    if argument >= FIRST_VIRTUAL:
+                        hints.setdefault(argument, number)
+                if insn.dst >= FIRST_VIRTUAL:
+                    hints.setdefault(insn.dst, RESULT)
+            elif op == "PARAMS":
+                for number, parameter in enumerate(insn.args, start=1):
+                    hints.setdefault(parameter, number)
+        term = block.term
+        if term is not None:
+            position += 1
             for register in term.uses():
-                touch(register, block_span[index][1])
+                if register >= FIRST_VIRTUAL and register not in first_seen:
+                    first_seen[register] = position
+            if term.op == "RET" and term.a >= FIRST_VIRTUAL:
+                hints.setdefault(term.a, RESULT)
 
+    neighbours = _interference(function, order, live_out)
     across = _live_across_calls(function, order, live_out, calls)
-    intervals = sorted(starts, key=lambda r: (starts[r], r))
-    active: list[tuple[int, int, int]] = []  # heap of (end, register, phys)
-    busy = 0
     used = (1 << SCRATCH_A) | (1 << SCRATCH_B) | (1 << RESULT)
     registers: dict[int, int] = {}
     saves: dict[int, list[int]] = {}
-    for register in intervals:
-        start, end = starts[register], ends[register]
-        while active and active[0][0] <= start:
-            _, _, phys = heapq.heappop(active)
-            busy &= ~(1 << phys)
+    for register in sorted(first_seen, key=lambda r: (first_seen[r], r)):
+        taken = 0
+        for other in _bits(neighbours.get(register - FIRST_VIRTUAL, 0)):
+            phys = registers.get(other + FIRST_VIRTUAL)
+            if phys is not None:
+                taken |= 1 << phys
+        free = ALLOCATABLE_MASK & ~taken
+        if not free:
+            raise OutOfRegisters(function.name)
         crossed = across.get(register, ())
         clobbered = 0
         for k in crossed:
             clobbered |= calls[k][1]
-        free = ALLOCATABLE_MASK & ~busy
-        if not free:
-            raise OutOfRegisters(function.name)
-        phys = _choose(free, clobbered, used, hints.get(register, -1), prefer_high)
+        hint = hints.get(register, -1)
+        if hint < -1:  # a move's source: its register, if it has one
+            hint = registers.get(-hint, -1)
+        phys = _choose(free, clobbered, used, hint, prefer_high)
         registers[register] = phys
-        busy |= 1 << phys
         used |= 1 << phys
-        heapq.heappush(active, (end, register, phys))
         if clobbered >> phys & 1:
             for k in crossed:
                 if calls[k][1] >> phys & 1:
@@ -166,6 +134,42 @@ def allocate(
     for _, mask, _ in calls:
         clobber |= mask
     return Allocation(registers, saves, clobber, used)
+
+
+def _interference(function: Function, order: list[int], live_out: dict[int, int]) -> dict[int, int]:
+    """Which virtual registers may not share a machine register (bit ``r - 256``): a
+    value defined by an instruction interferes with every value live after it, except
+    the source of a move (so the two may share), and values defined together interfere
+    with each other."""
+    neighbours: dict[int, int] = {}
+    for index in order:
+        block = function.blocks[index]
+        live = live_out[index]
+        term = block.term
+        if term is not None:
+            for register in term.uses():
+                if register >= FIRST_VIRTUAL:
+                    live |= 1 << (register - FIRST_VIRTUAL)
+        for insn in reversed(block.insns):
+            defined = 0
+            for register in insn.defs():
+                if register >= FIRST_VIRTUAL:
+                    defined |= 1 << (register - FIRST_VIRTUAL)
+            if defined:
+                others = live | defined
+                if insn.op == "MOV" and insn.a >= FIRST_VIRTUAL:
+                    others &= ~(1 << (insn.a - FIRST_VIRTUAL))
+                for bit in _bits(defined):
+                    mask = others & ~(1 << bit)
+                    if mask:
+                        neighbours[bit] = neighbours.get(bit, 0) | mask
+                        for other in _bits(mask):
+                            neighbours[other] = neighbours.get(other, 0) | (1 << bit)
+            live &= ~defined
+            for register in insn.uses():
+                if register >= FIRST_VIRTUAL:
+                    live |= 1 << (register - FIRST_VIRTUAL)
+    return neighbours
 
 
 def _live_across_calls(
