@@ -179,3 +179,9 @@ def builtin_print(sep: int, args: int) -> int:
         i += 1
     print_end(b)
     return L.NONE_ADDRESS
+
+
+def builtin_float(x: int) -> int:
+    """``float``: not available until floats are (a clear error, never a wrong answer)."""
+    error("float: floating-point numbers are not supported yet", "float")
+    return 0
