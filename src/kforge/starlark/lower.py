@@ -1547,7 +1547,7 @@ class FunctionCompiler:
                     message = (
                         f'function {name} got multiple values for parameter "{keyword}"'
                         if user
-                        else f"{name}: got multiple values for keyword argument {keyword}"
+                        else f'{name}: got multiple values for keyword argument "{keyword}"'
                     )
                     self.fail_call(message, name, user)
                     return None
@@ -1558,7 +1558,7 @@ class FunctionCompiler:
                 if user:
                     message = f'function {name} got an unexpected keyword argument "{keyword}"'
                 elif keywords_allowed or nkwonly:
-                    message = f"{name}: unexpected keyword argument {keyword}"
+                    message = f'{name}: unexpected keyword argument "{keyword}"'
                 else:
                     message = f"{name}: unexpected keyword arguments"
                 self.fail_call(message, name, user)
@@ -1577,7 +1577,7 @@ class FunctionCompiler:
         else:
             for index in range(required):
                 if slots[index] < 0:
-                    if named:
+                    if named or keywords_allowed:  # Go's UnpackArgs names the parameter
                         message = f"{name}: missing argument for {params[index]}"
                     else:
                         qualifier = (

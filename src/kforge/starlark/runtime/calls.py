@@ -341,11 +341,13 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
     i = 0
     while i < required:
         if load(slots + 8 * i) == 0:
-            if nkeywords == 0:
+            if nkeywords == 0 and keywords_allowed == 0:
                 error_builtin_count(name, nargs, nparams, flags, required)
-            error_builtin_keyword(
-                name, ": missing argument for ", load(desc + L.BDESC_PARAMS + 8 * i)
-            )
+            b = buf_new(64)
+            buf_str(b, name)
+            buf_str(b, ": missing argument for ")
+            buf_str(b, load(desc + L.BDESC_PARAMS + 8 * i))
+            error(buf_to_string(b, L.TAG_STRING), name)
         i += 1
     position = total
     if flags & L.BDESC_HAS_VARARGS:
@@ -367,10 +369,11 @@ def error_builtin_text(name: int, text: int) -> None:
 
 
 def error_builtin_keyword(name: int, text: int, key: int) -> None:
+    """``NAME: TEXT "key"`` (the key quoted, as Go's %q does)."""
     b = buf_new(64)
     buf_str(b, name)
     buf_str(b, text)
-    buf_str(b, key)
+    write_repr(b, key)
     error(buf_to_string(b, L.TAG_STRING), name)
 
 
