@@ -43,6 +43,7 @@ from kforge.starlark.builder import Builder
 from kforge.starlark.data import Declarations
 from kforge.starlark.ir import Block, CodeRef, Cond, DataRef, Function, Insn
 from kforge.starlark.regs import HP, LIM, ONE, SIGN, ZERO
+from kforge.starlark.runtime.intrinsics import StaticText
 
 _BINARY = {
     ast.Add: "ADD",
@@ -345,7 +346,7 @@ class _FunctionCompiler:
             return int(node.value) & _MASK
         if isinstance(node, ast.Name) and node.id not in self.locals:
             value = self.lookup(node.id)
-            if isinstance(value, int):
+            if isinstance(value, int) and not isinstance(value, StaticText):
                 return value & _MASK
             return None
         if isinstance(node, ast.Attribute):
@@ -403,6 +404,8 @@ class _FunctionCompiler:
             register = self.locals.get(node.id)
             if register is None:
                 value = self.lookup(node.id)
+                if isinstance(value, StaticText):  # a module-level text("...") constant
+                    return self.static_string(value.literal, into)
                 if isinstance(value, str | bytes):  # a module-level string constant
                     return self.static_string(value, into)
                 raise self.error(node, f"unknown name {node.id}")
@@ -648,6 +651,14 @@ class _FunctionCompiler:
         dst = self.b.call(target, [self.expr(arg) for arg in node.args[1:]])
         self.catch_sites.add(id(self.b.block.insns[-1]))
         return dst
+
+    def intrinsic_text(self, node: ast.Call) -> int:
+        if len(node.args) != 1 or not isinstance(node.args[0], ast.Constant):
+            raise self.error(node, "text takes one string literal")
+        literal = node.args[0].value
+        if not isinstance(literal, str | bytes):
+            raise self.error(node, "text takes one string literal")
+        return self.static_string(literal, -1)
 
     def intrinsic_site_info(self, node: ast.Call) -> int:
         from kforge.starlark.emit import SITE_INFO

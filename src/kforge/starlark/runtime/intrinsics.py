@@ -21,6 +21,25 @@ def _compiled_only() -> NotRuntimeCode:
     return NotRuntimeCode("runtime functions are compiled to Forge code, not run by Python")
 
 
+class StaticText(int):
+    """What :func:`text` gives Python: an int for the type checker that remembers its
+    text for the runtime dialect's compiler."""
+
+    literal: str | bytes
+
+    def __new__(cls, literal: str | bytes) -> StaticText:
+        value = super().__new__(cls, 0)
+        value.literal = literal
+        return value
+
+
+def text(literal: str | bytes) -> int:
+    """The address of a static ``str`` (or ``bytes``) object with this content: how the
+    runtime writes a string constant (a plain string literal is one too, but ``text``
+    keeps the type checker's view honest: every runtime value is a word)."""
+    return StaticText(literal)
+
+
 class Global:
     """One word of mutable runtime state in the data section; read and assign ``.value``."""
 
