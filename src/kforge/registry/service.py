@@ -11,6 +11,7 @@ signature and the container's hash against the program id.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from kforge.registry.model import (
     Manifest,
     Status,
     VerifyOutcome,
+    check_name,
     parse_vectors,
 )
 from kforge.registry.policy import RegistryPolicy
@@ -227,6 +229,19 @@ class Registry:
                         bundles[run["vector"]] = self.artifact(Hash256.from_hex(run["proof"]))
         return bundles
 
+    def export_files(self, name: str, version: str) -> dict[str, bytes]:
+        """File name → bytes of an export: ``NAME-VERSION.frgp`` and a proof bundle per vector.
+
+        Every name that goes into a file name is checked against the naming rule
+        here, as read from the ledger (a ledger written by hand may hold any name),
+        so a file name is never a path.
+        """
+        stem = f"{check_name('program name', name)}-{check_name('version', version)}"
+        files = {f"{stem}.frgp": self.program(name, version).encoded}
+        for vector, bundle in sorted(self.proof_bundles(name, version).items()):
+            files[f"{stem}.{check_name('test vector name', vector)}.proof"] = bundle
+        return files
+
     def show(self, name: str, version: str) -> dict[str, Any]:
         """Everything the ledger holds about one entry, as JSON-able data."""
         entry = self.entry(name, version)
@@ -244,8 +259,18 @@ class Registry:
         }
 
     def verify_ledger(self) -> LedgerCheck:
-        """Walk the whole hash chain and every artifact (see :meth:`Ledger.verify`)."""
-        return self.ledger.verify()
+        """Walk the whole hash chain and every artifact (see :meth:`Ledger.verify`), then
+        every promotion row's signed request and its signer's authority."""
+        check = self.ledger.verify()
+        if not check.ok:  # rows that do not match the chain are not read any further
+            return check
+        problems = [
+            problem
+            for entry in self.entries()
+            for row in self._promotions(entry)
+            for problem in self._promotion_problems(entry, row)
+        ]
+        return dataclasses.replace(check, ok=not problems, problems=tuple(problems))
 
     # ------------------------------------------------------------------ proposing
 
@@ -266,8 +291,8 @@ class Registry:
         The vectors must parse (``VectorFormatError``); the source need not decode
         (the decode gate will say why).  ``name@version`` may be proposed once.
         """
-        if not name or not version:
-            raise ValueError("a proposal needs a name and a version")
+        check_name("program name", name)
+        check_name("version", version)
         manifest = manifest or Manifest()
         parse_vectors(vectors, f"{name}@{version} vectors")
         try:
@@ -608,7 +633,7 @@ class Registry:
         if not rows:
             raise ProgramNotTrusted(program_id, "not in the registry")
         entries = [_entry(row) for row in rows]
-        trusted: list[dict[str, Any]] = []
+        trusted: list[tuple[Entry, dict[str, Any]]] = []
         statuses: list[str] = []
         for entry in entries:
             log = self._promotions(entry)
@@ -623,18 +648,42 @@ class Registry:
                     str(last["reason"]),
                 )
             if last["to_status"] == Status.TRUSTED.value:
-                trusted.append(last)
+                trusted.append((entry, last))
         if not trusted:
             raise ProgramNotTrusted(program_id, ", ".join(statuses))
-        for row in trusted:
-            request = parse_request(bytes(row["request"]))
-            if request.program_id != program_id.raw or not signature_valid(
-                request, bytes(row["signature"])
-            ):
-                raise LedgerTampered(
-                    [f"promotion row {row['seq']}: request does not match its signature"]
-                )
+        problems = [p for entry, row in trusted for p in self._promotion_problems(entry, row)]
+        if problems:
+            raise LedgerTampered(problems)
         self.artifact(program_id)  # the container still hashes to the promoted id
+
+    def _promotion_problems(self, entry: Entry, row: dict[str, Any]) -> list[str]:
+        """What is wrong with one promotion row: its request, its signature, its signer.
+
+        The row must say what the request its agent signed says, and a move to
+        TRUSTED or REVOKED must be signed by a promoter of this registry's policy:
+        anyone can sign a request with a key of their own, and anyone who can write
+        the ledger file can chain a row to it.
+        """
+        where = f"promotions row {row['seq']}"
+        try:
+            request = parse_request(bytes(row["request"]))
+        except (ValueError, TypeError) as error:
+            return [f"{where}: the signed request does not parse ({error})"]
+        problems = []
+        if not signature_valid(request, bytes(row["signature"])):
+            problems.append(f"{where}: request does not match its signature")
+        program_id = b"" if entry.program_id is None else entry.program_id.raw
+        signed = (request.name, request.version, request.program_id, request.to_status)
+        stored = (entry.name, entry.version, program_id, row["to_status"])
+        if signed != stored or request.agent.raw != bytes(row["agent"]):
+            problems.append(f"{where}: the row does not say what its signed request says")
+        moves_trust = request.to_status in (Status.TRUSTED.value, Status.REVOKED.value)
+        if moves_trust and request.agent not in self.policy.promoters:
+            problems.append(
+                f"{where}: {request.from_status} -> {request.to_status} is signed by "
+                f"{request.agent.hex}, who is not a promoter under this policy"
+            )
+        return problems
 
     def trusted_program(self, program_id: Hash256) -> ForgeProgram:
         """The TRUSTED program stored under ``program_id`` (a ``kforge.link`` ``Fetch``)."""
