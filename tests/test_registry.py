@@ -19,10 +19,10 @@ from kforge.proofs import ExecutionProof, Signer, generate_proof, trace_hash
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
 from kforge.registry import (
-    InvalidName,
     SCHEMA_VERSION,
     FailureKind,
     Gate,
+    InvalidName,
     InvalidTransition,
     LedgerTampered,
     Manifest,
