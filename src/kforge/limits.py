@@ -33,8 +33,8 @@ __all__ = [
     "check_source",
 ]
 
-#: Assembly text, in characters (about 1.6 million typical lines; assembling it is linear).
-MAX_SOURCE_BYTES: Final = 16 << 20
+#: Assembly text, in characters (two to three million typical lines; assembling it is linear).
+MAX_SOURCE_BYTES: Final = 32 << 20
 #: One FRGP container, in bytes: room for the largest code, data and metadata sections.
 MAX_PROGRAM_BYTES: Final = 48 << 20
 #: Instructions in one program (16 MiB of code).
