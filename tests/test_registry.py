@@ -660,3 +660,19 @@ def test_a_request_with_a_number_for_its_program_id_is_refused_not_allocated() -
         parse_request(REQUEST_TAG + msgpack.packb(body))
     with pytest.raises(ValueError, match="not a registry request"):
         parse_request(REQUEST_TAG + b"\xc1")
+
+
+def test_a_chained_row_with_a_number_for_its_bytes_is_tampered_not_allocated(
+    registry: Registry,
+) -> None:
+    registry.propose("echo", "1", ECHO, ECHO_VECTORS)
+    row = registry.ledger.rows("programs", "name = ?", ("echo",))[0]
+    fields = {k: row[k] for k in row if k != "seq"}
+    with registry.ledger.transaction() as db:  # bytes(2**40) would be a terabyte
+        registry.ledger.append(db, "programs", {**fields, "version": "2", "program_id": 1 << 40})
+    with pytest.raises(LedgerTampered, match="does not parse"):
+        registry.entry("echo", "2")
+    db = registry.ledger.connection
+    db.execute("DROP TRIGGER chain_no_update")
+    db.execute("UPDATE chain SET prev_hash = ? WHERE seq = 2", (1 << 40,))
+    assert not registry.verify_ledger().ok

@@ -41,7 +41,7 @@ from kforge.registry.gates import (
     static_gate,
     vectors_gate,
 )
-from kforge.registry.ledger import Ledger, LedgerCheck
+from kforge.registry.ledger import Ledger, LedgerCheck, as_blob
 from kforge.registry.model import (
     GATE_ORDER,
     FailureKind,
@@ -186,7 +186,7 @@ class Registry:
                 entry=entries[int(row["program_seq"])].label,
                 from_status=row["from_status"],
                 to_status=str(row["to_status"]),
-                agent=bytes(row["agent"]).hex(),
+                agent=as_blob(row["agent"]).hex(),
                 reason=str(row["reason"]),
                 at_ms=int(row["at_ms"]),
             )
@@ -204,9 +204,15 @@ class Registry:
         for row in rows:
             if int(row["attempt"]) != wanted:
                 continue
-            body = json.loads(self.artifact(Hash256(bytes(row["report_hash"]))))
-            results.append(_gate_result(body))
+            results.append(self._gate_result(row))
         return results
+
+    def _gate_result(self, row: dict[str, Any]) -> GateResult:
+        """One gate result row and its report; ``LedgerTampered`` when they do not parse."""
+        try:
+            return _gate_result(json.loads(self.artifact(Hash256(as_blob(row["report_hash"])))))
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unreadable("gate_results", row, error) from None
 
     def artifact(self, digest: Hash256) -> bytes:
         """An artifact's bytes; ``LedgerTampered`` when they no longer match the hash."""
@@ -643,7 +649,7 @@ class Registry:
                 raise ProgramRevoked(
                     program_id,
                     entry.label,
-                    bytes(last["agent"]).hex(),
+                    as_blob(last["agent"]).hex(),
                     int(last["at_ms"]),
                     str(last["reason"]),
                 )
@@ -666,16 +672,16 @@ class Registry:
         """
         where = f"promotions row {row['seq']}"
         try:
-            request = parse_request(bytes(row["request"]))
+            request = parse_request(as_blob(row["request"]))
         except (ValueError, TypeError) as error:
             return [f"{where}: the signed request does not parse ({error})"]
         problems = []
-        if not signature_valid(request, bytes(row["signature"])):
+        if not signature_valid(request, as_blob(row["signature"])):
             problems.append(f"{where}: request does not match its signature")
         program_id = b"" if entry.program_id is None else entry.program_id.raw
         signed = (request.name, request.version, request.program_id, request.to_status)
         stored = (entry.name, entry.version, program_id, row["to_status"])
-        if signed != stored or request.agent.raw != bytes(row["agent"]):
+        if signed != stored or request.agent.raw != as_blob(row["agent"]):
             problems.append(f"{where}: the row does not say what its signed request says")
         moves_trust = request.to_status in (Status.TRUSTED.value, Status.REVOKED.value)
         if moves_trust and request.agent not in self.policy.promoters:
@@ -731,17 +737,29 @@ def _status_named(text: str, label: str) -> Status:
         raise InvalidTransition(label, "?", text, "no such status") from None
 
 
+def _unreadable(kind: str, row: dict[str, Any], error: Exception) -> LedgerTampered:
+    """A row that matches the chain but does not parse: someone chained it by hand."""
+    return LedgerTampered([f"{kind} row {row['seq']} does not parse ({type(error).__name__})"])
+
+
 def _entry(row: dict[str, Any]) -> Entry:
+    try:
+        return _parse_entry(row)
+    except (ValueError, TypeError, KeyError) as error:
+        raise _unreadable("programs", row, error) from None
+
+
+def _parse_entry(row: dict[str, Any]) -> Entry:
     program_id = row["program_id"]
     return Entry(
         seq=int(row["seq"]),
         name=str(row["name"]),
         version=str(row["version"]),
-        program_id=None if program_id is None else Hash256(bytes(program_id)),
-        source_hash=Hash256(bytes(row["source_hash"])),
-        vectors_hash=Hash256(bytes(row["vectors_hash"])),
+        program_id=None if program_id is None else Hash256(as_blob(program_id)),
+        source_hash=Hash256(as_blob(row["source_hash"])),
+        vectors_hash=Hash256(as_blob(row["vectors_hash"])),
         manifest=Manifest.from_json(json.loads(row["manifest"])),
-        proposer=AgentId(bytes(row["proposer"])),
+        proposer=AgentId(as_blob(row["proposer"])),
         created_ms=int(row["created_ms"]),
     )
 
