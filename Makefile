@@ -34,8 +34,8 @@ test-all: $(call installed,test) $(call installed,browser)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 lint: $(call installed,lint)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples fuzz
+	$(BIN)/ruff format --check src tests benchmarks examples fuzz
 	$(BIN)/mypy src
 
 bench: $(call installed,bench)
