@@ -157,18 +157,6 @@ def _fast() -> object:
     return _fast_tier
 
 
-def _sanitized(word: bytes) -> Instruction:
-    """The instruction a raw word encodes, with the fields its opcode does not use cleared."""
-    insn, _ = decode_instruction(word)
-    info = OPCODES.get(insn.opcode)
-    if info is None:
-        return insn
-    used = {
-        name: getattr(insn, name) for name in ("rd", "rs1", "rs2", "imm") if name in info.fields
-    }
-    return Instruction(insn.opcode, **used)
-
-
 def tiers(data: bytes) -> None:
     """A raw instruction stream runs to the same state on the reference and the fast tier."""
     draw = Draw(data)
@@ -176,7 +164,8 @@ def tiers(data: bytes) -> None:
     memory = draw.choice((64, 100, 4096))
     data_section = draw.raw(draw.below(17))
     words = [draw.raw(16) for _ in range(1 + (len(data) - draw.at) // 16)]
-    program = ForgeProgram(tuple(_sanitized(word) for word in words[:64]), data_section)
+    code = tuple(decode_instruction(word)[0].with_unused_fields_cleared() for word in words[:64])
+    program = ForgeProgram(code, data_section)
     machines = [
         Machine.load(program, tick_budget=budget, memory_quota=memory, grants=[3, 7])
         for _ in range(2)
