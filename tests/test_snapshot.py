@@ -12,7 +12,13 @@ from kforge.asm import assemble
 from kforge.core import Hash256, MemoryQuotaExceeded
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
-from kforge.proofs.snapshot import SnapshotError, checkpoint, fork, restore
+from kforge.proofs.snapshot import (
+    SnapshotError,
+    SnapshotProgramMissing,
+    checkpoint,
+    fork,
+    restore,
+)
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(
@@ -88,8 +94,9 @@ def test_program_by_lookup() -> None:
     assert restore(blob, programs_by_id.get).snapshot() == machine.snapshot()
     with pytest.raises(SnapshotError, match="no program_lookup"):
         restore(blob)
-    with pytest.raises(SnapshotError, match="not found by the lookup"):
+    with pytest.raises(SnapshotProgramMissing, match="not found by the lookup") as missing:
         restore(blob, lambda _: None)
+    assert missing.value.program_id == program.program_id
     other = assemble("HALT\n", "o.fasm")
     with pytest.raises(SnapshotError, match="snapshot says"):
         restore(blob, lambda _: other)

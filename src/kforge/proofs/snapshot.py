@@ -35,6 +35,7 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "ProgramLookup",
     "SnapshotError",
+    "SnapshotProgramMissing",
     "checkpoint",
     "fork",
     "restore",
@@ -60,6 +61,18 @@ class SnapshotError(ForgeError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad machine snapshot: {reason}")
         self.reason = reason
+
+
+class SnapshotProgramMissing(SnapshotError):
+    """A snapshot that names its program by id only, which the lookup cannot give.
+
+    The snapshot itself may be sound: only the machine that needs this program (say,
+    a damaged vault object) cannot be restored, so a caller restoring many can go on.
+    """
+
+    def __init__(self, program_id: Hash256) -> None:
+        super().__init__(f"program {program_id} not found by the lookup")
+        self.program_id = program_id
 
 
 # ----------------------------------------------------------------- writing
@@ -184,7 +197,7 @@ def _program(body: dict[str, Any], lookup: ProgramLookup | None) -> ForgeProgram
     elif lookup is not None:
         found = lookup(program_id)
         if found is None:
-            raise SnapshotError(f"program {program_id} not found by the lookup")
+            raise SnapshotProgramMissing(program_id)
         program = found
     else:
         raise SnapshotError("snapshot holds no program bytes and no program_lookup was given")
