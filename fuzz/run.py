@@ -33,13 +33,32 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def _launcher(name: str) -> Path:
+    """``.fuzz/bin/NAME``: a command that runs this script for one target.
+
+    libFuzzer starts its binary again to merge and to fork; for a Python target
+    the binary is this script under this interpreter, which a launcher names.
+    """
+    launcher = WORK / "bin" / name
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    launcher.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" {name} --inner "$@"\n'
+    )
+    launcher.chmod(0o755)
+    return launcher
+
+
 def main() -> int:
-    args = _arguments()
     import atheris
 
     with atheris.instrument_imports(include=["kforge", "targets"]):
         from targets import TARGETS
 
+    if sys.argv[2:3] == ["--inner"]:  # libFuzzer running its binary again: its arguments as given
+        atheris.Setup([str(_launcher(sys.argv[1])), *sys.argv[3:]], TARGETS[sys.argv[1]].run)
+        atheris.Fuzz()
+        return 0
+    args = _arguments()
     if args.list or args.target is None:
         print("\n".join(TARGETS))
         return 0 if args.list else 2
@@ -69,7 +88,7 @@ def main() -> int:
     if args.minimize:
         options.append("-merge=1")
         folders = [str(target.corpus), str(learned)]
-    atheris.Setup([sys.argv[0], *options, *folders], target.run)
+    atheris.Setup([str(_launcher(target.name)), *options, *folders], target.run)
     atheris.Fuzz()
     return 0
 
