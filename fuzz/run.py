@@ -49,6 +49,11 @@ def _launcher(name: str) -> Path:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--list"]:  # names only: no instrumentation to announce
+        from targets import TARGETS as NAMED
+
+        print("\n".join(NAMED))
+        return 0
     import atheris
 
     with atheris.instrument_imports(include=["kforge", "targets"]):
