@@ -107,3 +107,9 @@ def test_every_limit_is_documented_with_its_value() -> None:
             row = re.search(rf"^\|[^\n]*`{name}`[^\n]*$", text, re.MULTILINE)
             assert row is not None, f"{name} is not in docs/security.md"
             assert f"{value:,}" in row.group(), f"{name} = {value:,} is not its documented value"
+
+
+def test_an_input_over_its_limit_is_a_413() -> None:
+    from kforge.server.endpoint import http_status
+
+    assert http_status(InputTooLarge("link import list (entries)", 5000, MAX_LINK_IMPORTS)) == 413

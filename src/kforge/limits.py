@@ -57,6 +57,7 @@ class InputTooLarge(ForgeError):
 
     category = ErrorCategory.INVALID_REQUEST
     code = 0x0503
+    http_status = 413
 
     def __init__(self, what: str, size: int, limit: int) -> None:
         super().__init__(f"{what} is too large: {size} is over the limit of {limit}")
