@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 # The stamp saying that $(VENV) holds kforge with the named extras for this pyproject.toml.
 installed = $(VENV)/.installed-$(1)-$(CHECKSUM)
 
-.PHONY: setup demo test test-all lint bench clean
+.PHONY: setup demo test test-all lint bench fuzz clean
 .PRECIOUS: $(VENV)/.installed-%
 
 $(VENV)/.installed-%-$(CHECKSUM): pyproject.toml
@@ -34,12 +34,23 @@ test-all: $(call installed,test) $(call installed,browser)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS)
 
 lint: $(call installed,lint)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples fuzz
+	$(BIN)/ruff format --check src tests benchmarks examples fuzz
 	$(BIN)/mypy src
 
 bench: $(call installed,bench)
 	$(BIN)/python benchmarks/run_all.py
 
+# Coverage-guided fuzzing (fuzz/run.py, atheris), FUZZ_RUNS inputs per target, one worker.
+FUZZ_RUNS ?= 20000
+fuzz: $(call installed,fuzz)
+	@mkdir -p .fuzz/logs
+	@for target in $$($(BIN)/python fuzz/run.py --list); do \
+		echo "fuzzing $$target: $(FUZZ_RUNS) inputs (log: .fuzz/logs/$$target.log)"; \
+		$(BIN)/python fuzz/run.py $$target --runs $(FUZZ_RUNS) > .fuzz/logs/$$target.log 2>&1 \
+			|| { tail -n 40 .fuzz/logs/$$target.log; exit 1; }; \
+		grep -E '^Done' .fuzz/logs/$$target.log; \
+	done
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .fuzz build dist

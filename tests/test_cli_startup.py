@@ -35,9 +35,9 @@ sys.stderr.write("\\nIMPORTED " + json.dumps({"status": status, "modules": impor
 PARSER_MODULES = {
     "kforge", "kforge.cli", "kforge.cli.main", "kforge.cli.options", "kforge.cli.cache",
     "kforge.cli.link", "kforge.cli.proofs", "kforge.cli.registry", "kforge.cli.sandbox",
-    "kforge.cli.server", "kforge.cli.starlark", "kforge.core", "kforge.isa", "kforge.memory",
-    "kforge.machine",
-    "kforge.program", "kforge.sources", "kforge.tiers", "kforge.terminal",
+    "kforge.cli.server", "kforge.cli.starlark", "kforge.core", "kforge.isa", "kforge.limits",
+    "kforge.memory", "kforge.machine", "kforge.program", "kforge.sources", "kforge.tiers",
+    "kforge.terminal",
 }  # fmt: skip
 #: And what running a program on the interpreter adds.
 RUN_MODULES = PARSER_MODULES | {"kforge.asm", "kforge.disasm", "kforge.debuginfo"}

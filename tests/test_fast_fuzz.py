@@ -23,15 +23,7 @@ from test_fast_support import assert_same
 
 def _sanitized(word: bytes) -> Instruction:
     """The instruction a raw word encodes, with fields its opcode does not use cleared."""
-    insn, _ = decode_instruction(word)
-    info = OPCODES.get(insn.opcode)
-    if info is None:
-        return insn
-    fields = {
-        name: getattr(insn, name) if name in info.fields else 0
-        for name in ("rd", "rs1", "rs2", "imm")
-    }
-    return Instruction(insn.opcode, **fields)
+    return decode_instruction(word)[0].with_unused_fields_cleared()
 
 
 def _program(words: list[bytes], data: bytes) -> ForgeProgram:

@@ -390,3 +390,15 @@ def test_public_key_parses_from_hex_and_pem(tmp_path: Path) -> None:
         assert parse_public_key(source).public_bytes_raw() == key.public_raw
     with pytest.raises(KeyFileError):
         parse_public_key(str(tmp_path / "missing"))
+
+
+def test_verification_spends_no_more_ticks_than_the_proof_claims(key: NodeKey) -> None:
+    spin = assemble("spin: JMP spin")
+    short = RunRecord.create(spin, tick_budget=1000)
+    proof = generate_proof(spin, short, key, sample_interval=100, tier="reference")
+    assert proof.ticks_used == 1000
+    # The same proof against a record whose budget would take hours to replay.
+    endless = dataclasses.replace(short, tick_budget=10**13)
+    report = verify_proof(proof, spin, endless, key.public_raw, tier="reference")
+    assert not report.ok and any("record" in problem for problem in report.problems)
+    assert any("final_state" in problem for problem in report.problems)

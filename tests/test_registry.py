@@ -22,6 +22,7 @@ from kforge.registry import (
     SCHEMA_VERSION,
     FailureKind,
     Gate,
+    InvalidName,
     InvalidTransition,
     LedgerTampered,
     Manifest,
@@ -39,6 +40,7 @@ from kforge.registry import (
     load_policy,
     parse_vectors,
 )
+from kforge.registry.signing import REQUEST_TAG, StatusRequest, parse_request
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "registry"
 NUMLIB = (EXAMPLES / "numlib.fasm").read_bytes()
@@ -571,3 +573,106 @@ def test_an_engine_in_trusted_only_mode_runs_trusted_programs_and_refuses_others
                 )
 
     asyncio.run(scenario())
+
+
+# --------------------------------------------------------------------------- authority and names
+
+
+def _forge_promotion(registry: Registry, name: str, version: str, key: NodeKey) -> None:
+    """Append a VERIFIED -> TRUSTED row signed by ``key``, as anyone who can write the file can."""
+    entry = registry.entry(name, version)
+    assert entry.program_id is not None
+    request = StatusRequest(
+        name,
+        version,
+        entry.program_id.raw,
+        "VERIFIED",
+        "TRUSTED",
+        "self-promoted",
+        registry.clock(),
+        AgentId(key.public_raw),
+    )
+    with registry.ledger.transaction() as db:
+        registry._append_promotion(db, entry.seq, Status.VERIFIED, request, request.sign(key))
+
+
+def test_a_trusted_row_signed_by_a_non_promoter_is_refused(registry: Registry) -> None:
+    verified(registry)
+    program_id = registry.entry("echo", "1").program_id
+    assert program_id is not None
+    mallory = NodeKey.generate()
+    _forge_promotion(registry, "echo", "1", mallory)
+    assert registry.ledger.verify().ok  # the chain itself is intact: the row was appended
+    with pytest.raises(LedgerTampered, match="not a promoter") as error:
+        registry.check_runnable(program_id)
+    assert mallory.public_hex in str(error.value)
+    check = registry.verify_ledger()
+    assert not check.ok and any("not a promoter" in p for p in check.problems)
+
+
+def test_a_trusted_row_that_says_other_than_its_request_is_refused(
+    registry: Registry, agent: NodeKey
+) -> None:
+    trusted(registry, agent)
+    verified(registry, "other")
+    other = registry.entry("other", "1")
+    # A promoter's genuine request for echo@1, chained again under another entry.
+    row = registry._promotions(registry.entry("echo", "1"))[-1]
+    with registry.ledger.transaction() as db:
+        registry.ledger.append(
+            db, "promotions", {**{k: row[k] for k in row if k != "seq"}, "program_seq": other.seq}
+        )
+    assert other.program_id is not None
+    with pytest.raises(LedgerTampered, match="does not say what its signed request says"):
+        registry.check_runnable(other.program_id)
+    assert not registry.verify_ledger().ok
+
+
+@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "x" * 129, "a\nb", "-rf"])
+def test_a_proposal_name_that_could_be_a_path_is_refused(registry: Registry, name: str) -> None:
+    with pytest.raises(InvalidName):
+        registry.propose(name, "1", ECHO, ECHO_VECTORS)
+    with pytest.raises(InvalidName):
+        registry.propose("echo", name, ECHO, ECHO_VECTORS)
+    with pytest.raises(VectorFormatError, match="name"):
+        parse_vectors(vectors({"name": name or "/", "input": "hi", "output": "hi"}))
+
+
+def test_export_never_writes_a_name_from_the_ledger_as_a_path(
+    registry: Registry, agent: NodeKey
+) -> None:
+    trusted(registry, agent)
+    assert set(registry.export_files("echo", "1")) == {"echo-1.frgp", "echo-1.hi.proof"}
+    # A ledger written by hand may hold any name; export checks what it reads.
+    with registry.ledger.transaction() as db:
+        row = registry.ledger.rows("programs", "name = ?", ("echo",))[0]
+        fields = {k: row[k] for k in row if k != "seq"}
+        registry.ledger.append(db, "programs", {**fields, "name": "../escaped"})
+    with pytest.raises(InvalidName, match="escaped"):
+        registry.export_files("../escaped", "1")
+
+
+def test_a_request_with_a_number_for_its_program_id_is_refused_not_allocated() -> None:
+    import msgpack
+
+    body = [1, "echo", "1", 1 << 40, "VERIFIED", "TRUSTED", "r", 0, bytes(32)]
+    with pytest.raises(ValueError, match="field"):
+        parse_request(REQUEST_TAG + msgpack.packb(body))
+    with pytest.raises(ValueError, match="not a registry request"):
+        parse_request(REQUEST_TAG + b"\xc1")
+
+
+def test_a_chained_row_with_a_number_for_its_bytes_is_tampered_not_allocated(
+    registry: Registry,
+) -> None:
+    registry.propose("echo", "1", ECHO, ECHO_VECTORS)
+    row = registry.ledger.rows("programs", "name = ?", ("echo",))[0]
+    fields = {k: row[k] for k in row if k != "seq"}
+    with registry.ledger.transaction() as db:  # bytes(2**40) would be a terabyte
+        registry.ledger.append(db, "programs", {**fields, "version": "2", "program_id": 1 << 40})
+    with pytest.raises(LedgerTampered, match="does not parse"):
+        registry.entry("echo", "2")
+    db = registry.ledger.connection
+    db.execute("DROP TRIGGER chain_no_update")
+    db.execute("UPDATE chain SET prev_hash = ? WHERE seq = 2", (1 << 40,))
+    assert not registry.verify_ledger().ok

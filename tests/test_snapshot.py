@@ -12,7 +12,13 @@ from kforge.asm import assemble
 from kforge.core import Hash256, MemoryQuotaExceeded
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
-from kforge.proofs.snapshot import SnapshotError, checkpoint, fork, restore
+from kforge.proofs.snapshot import (
+    SnapshotError,
+    SnapshotProgramMissing,
+    checkpoint,
+    fork,
+    restore,
+)
 from test_fast_support import load_options, programs
 
 SETTINGS = settings(
@@ -88,8 +94,9 @@ def test_program_by_lookup() -> None:
     assert restore(blob, programs_by_id.get).snapshot() == machine.snapshot()
     with pytest.raises(SnapshotError, match="no program_lookup"):
         restore(blob)
-    with pytest.raises(SnapshotError, match="not found by the lookup"):
+    with pytest.raises(SnapshotProgramMissing, match="not found by the lookup") as missing:
         restore(blob, lambda _: None)
+    assert missing.value.program_id == program.program_id
     other = assemble("HALT\n", "o.fasm")
     with pytest.raises(SnapshotError, match="snapshot says"):
         restore(blob, lambda _: other)
@@ -158,4 +165,50 @@ def test_tampered_body_with_fixed_checksum_fails_the_state_hash() -> None:
     packed = msgpack.packb(body, use_bin_type=True)
     forged = blob[:8] + len(packed).to_bytes(4, "little") + hashlib.sha256(packed).digest() + packed
     with pytest.raises(SnapshotError, match="heap_start"):
+        restore(forged)
+
+
+def _reforged(blob: bytes, **changes: Any) -> bytes:
+    import hashlib
+
+    import msgpack
+
+    body = msgpack.unpackb(blob[44:], raw=False)
+    body.update(changes)
+    packed = msgpack.packb(body, use_bin_type=True)
+    return blob[:8] + len(packed).to_bytes(4, "little") + hashlib.sha256(packed).digest() + packed
+
+
+def test_a_small_snapshot_claiming_many_zero_pages_is_refused_without_inflating_them() -> None:
+    import tracemalloc
+    import zlib
+
+    quota = 64 << 20
+    machine = Machine.load(assemble("HALT"), tick_budget=10, memory_quota=quota)
+    pages = quota // 4096
+    bomb = zlib.compress(bytes(quota), 9)  # about 64 KB standing for 64 MiB of zeros
+    memory = {"page_size": 4096, "pages": b"".join(i.to_bytes(4, "little") for i in range(pages))}
+    forged = _reforged(checkpoint(machine), memory={**memory, "data": bomb})
+    assert len(forged) < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(SnapshotError, match="page 0 is listed but all zero"):
+            restore(forged)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"restoring held {peak} bytes at its peak"
+
+
+def test_memory_data_past_its_listed_pages_is_refused() -> None:
+    import zlib
+
+    machine = Machine.load(assemble("HALT"), tick_budget=10, memory_quota=8192)
+    page = b"\x01" * 4096
+    memory = {"page_size": 4096, "pages": (0).to_bytes(4, "little")}
+    forged = _reforged(checkpoint(machine), memory={**memory, "data": zlib.compress(page * 2)})
+    with pytest.raises(SnapshotError, match="more than its listed pages"):
+        restore(forged)
+    forged = _reforged(checkpoint(machine), memory={**memory, "data": zlib.compress(page[:100])})
+    with pytest.raises(SnapshotError, match="shorter than its listed pages"):
         restore(forged)

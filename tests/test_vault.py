@@ -8,8 +8,8 @@ import pytest
 
 from kforge.asm import assemble
 from kforge.core import Hash256, InvalidProgram, VaultFetchFailed
-from kforge.engine import CreateSandbox
-from kforge.storage import ProgramCache, Vault, default_data_dir
+from kforge.engine import CreateSandbox, Engine
+from kforge.storage import DamagedObject, ProgramCache, Vault, default_data_dir
 from test_engine_support import ECHO, OWNER, SHORT, open_engine, put, run
 
 
@@ -121,3 +121,66 @@ def test_the_engine_refuses_a_tampered_program() -> None:
                 await engine.create_sandbox(CreateSandbox(OWNER, code, 4096, 10))
 
     run(body)
+
+
+# ----------------------------------------------------------------------------- damage
+
+
+def _tamper(vault: Vault, object_id: Hash256, value: object) -> None:
+    vault.connection.execute("UPDATE objects SET data = ? WHERE id = ?", (value, object_id.raw))
+
+
+def test_putting_the_right_bytes_repairs_a_tampered_row() -> None:
+    with Vault() as vault:
+        object_id = vault.put(b"original")
+        _tamper(vault, object_id, b"forged")
+        with pytest.raises(DamagedObject, match="tampered"):
+            vault.get(object_id)
+        assert vault.put(b"original") == object_id
+        assert vault.get(object_id) == b"original"
+        assert vault.check().ok and len(vault) == 1
+
+
+def test_check_reports_every_damaged_object_and_the_rest_stay_readable() -> None:
+    with Vault() as vault:
+        ids = [vault.put(bytes([n]) * 10) for n in range(5)]
+        _tamper(vault, ids[1], b"x")
+        _tamper(vault, ids[3], "text, not a blob")
+        vault.connection.execute("INSERT INTO objects VALUES (x'00', x'00', 1)")
+        check = vault.check()
+        assert not check.ok and check.objects == 6 and check.stray_rows == 1
+        assert sorted(damaged.object_id for damaged in check.damaged) == sorted([ids[1], ids[3]])
+        assert all(isinstance(damaged, VaultFetchFailed) for damaged in check.damaged)
+        for n in (0, 2, 4):
+            assert vault.get(ids[n]) == bytes([n]) * 10
+
+
+def test_a_row_holding_a_number_is_damaged_not_allocated() -> None:
+    with Vault() as vault:
+        object_id = vault.put(b"small")
+        _tamper(vault, object_id, 1 << 40)  # bytes(2**40) would be a terabyte
+        with pytest.raises(DamagedObject, match="int, not bytes"):
+            vault.get(object_id)
+
+
+def test_a_durable_engine_reopens_once_a_damaged_program_is_put_again(tmp_path: Path) -> None:
+    program = assemble(ECHO)
+
+    async def first() -> Hash256:
+        async with Engine(data_dir=tmp_path, durable=True, tier="reference") as engine:
+            code = engine.vault.put_program(program)
+            await engine.create_sandbox(CreateSandbox(OWNER, code, 4096, 10_000))
+            return code
+
+    code = run(first)
+    with Vault(tmp_path / "vault.sqlite3") as vault:
+        _tamper(vault, code, b"\x00")
+        assert [damaged.object_id for damaged in vault.check().damaged] == [code]
+        vault.put_program(program)
+        assert vault.check().ok
+
+    async def second() -> int:
+        async with Engine(data_dir=tmp_path, durable=True, tier="reference") as engine:
+            return len(await engine.list_sandboxes())
+
+    assert run(second) == 1

@@ -53,17 +53,18 @@ from typing import Final, NoReturn, TypeVar
 
 from kforge.core import InvalidProgram, show_name
 from kforge.isa import OPCODE_BY_MNEMONIC, REGISTER_COUNT, WORD_MASK, Instruction, OpInfo
+from kforge.limits import MAX_CODE_LENGTH, MAX_DATA_BYTES, MAX_METADATA_BYTES, check_source
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
 
 __all__ = ["AssemblyError", "assemble", "assemble_with_labels", "is_label_name"]
 
 _T = TypeVar("_T")
 
-_MAX_SECTION: Final = 0xFFFF_FFFF
 _MAX_NAME: Final = 0xFFFF
 _U64_RANGE: Final = (-(1 << 63), WORD_MASK)
 _BYTE_RANGE: Final = (-128, 0xFF)
 _FIELD_RANGE: Final = (0, 0xFF)
+_SHOWN_CHARS: Final = 64  # of a token quoted in an error message
 _LABEL: Final = re.compile(r"[A-Za-z_.][A-Za-z0-9_.]*")
 _REGISTER: Final = re.compile(r"[rR](0|[1-9][0-9]{0,2})")
 _WORD: Final = re.compile(r"-?[A-Za-z0-9_.]+")
@@ -126,6 +127,11 @@ class _Token:
         return self.column + len(self.text)
 
 
+def _shown(text: str) -> str:
+    """``text`` quoted for an error message, cut short so a message stays one short line."""
+    return repr(text) if len(text) <= _SHOWN_CHARS else repr(text[:_SHOWN_CHARS]) + "..."
+
+
 def _fail(token: _Token, message: str) -> NoReturn:
     raise _Problem(token.line, token.column, message)
 
@@ -158,7 +164,9 @@ def _lex_word(line: str, number: int, at: int) -> _Token:
     match = _WORD.match(line, at)
     if match is None:
         found = line[at]
-        raise _Problem(number, at + 1, f"expected a name, number, string or ',', found {found!r}")
+        raise _Problem(
+            number, at + 1, f"expected a name, number, string or ',', found {_shown(found)}"
+        )
     text = match.group()
     kind = _Kind.NUMBER if text[0] == "-" or text[0].isdigit() else _Kind.NAME
     return _Token(kind, text, number, at + 1)
@@ -193,10 +201,12 @@ def _lex_escape(line: str, number: int, at: int) -> tuple[bytes, int]:
         digits = line[at + 2 : at + 4]
         if len(digits) == 2 and all(digit in string.hexdigits for digit in digits):
             return bytes([int(digits, 16)]), at + 4
-        raise _Problem(number, at + 1, f"expected two hex digits after \\x, found {digits!r}")
+        raise _Problem(number, at + 1, f"expected two hex digits after \\x, found {_shown(digits)}")
     found = line[at : at + 2]
     raise _Problem(
-        number, at + 1, f"expected an escape \\n \\t \\\\ \\\" \\' \\0 or \\xHH, found {found!r}"
+        number,
+        at + 1,
+        f"expected an escape \\n \\t \\\\ \\\" \\' \\0 or \\xHH, found {_shown(found)}",
     )
 
 
@@ -234,7 +244,9 @@ def _parse_integer(token: _Token) -> int:
     """The (unbounded) value of a number token."""
     match = _INTEGER.fullmatch(token.text)
     if match is None:
-        _fail(token, f"expected an integer (decimal, 0x hex or 0b binary), found {token.text!r}")
+        _fail(
+            token, f"expected an integer (decimal, 0x hex or 0b binary), found {_shown(token.text)}"
+        )
     sign, hexadecimal, binary, decimal = match.groups()
     if hexadecimal or binary:
         magnitude = int(hexadecimal, 16) if hexadecimal else int(binary, 2)
@@ -247,27 +259,29 @@ def _parse_integer(token: _Token) -> int:
 def _check_range(value: int, bounds: tuple[int, int], token: _Token, what: str) -> int:
     low, high = bounds
     if not low <= value <= high:
-        _fail(token, f"expected {what} in {low}..{high}, found {token.text!r} = {value}")
+        # A value from a long literal has more digits than int -> str converts.
+        shown = f" = {value}" if value.bit_length() <= 128 else ""
+        _fail(token, f"expected {what} in {low}..{high}, found {_shown(token.text)}{shown}")
     return value
 
 
 def _register_operand(token: _Token) -> int:
     number = _register(token.text) if token.kind is _Kind.NAME else None
     if number is None:
-        _fail(token, f"expected a register r0..r{REGISTER_COUNT - 1}, found {token.text!r}")
+        _fail(token, f"expected a register r0..r{REGISTER_COUNT - 1}, found {_shown(token.text)}")
     return number
 
 
 def _string_operand(token: _Token) -> bytes:
     if token.kind is not _Kind.STRING:
-        _fail(token, f'expected a string "...", found {token.text!r}')
+        _fail(token, f'expected a string "...", found {_shown(token.text)}')
     return token.data
 
 
 def _keyword(token: _Token, choices: Mapping[str, _T]) -> _T:
     choice = choices.get(token.text.lower()) if token.kind is _Kind.NAME else None
     if choice is None:
-        _fail(token, f"expected one of {', '.join(choices)}, found {token.text!r}")
+        _fail(token, f"expected one of {', '.join(choices)}, found {_shown(token.text)}")
     return choice
 
 
@@ -277,9 +291,9 @@ def _split_operands(head: _Token, tokens: list[_Token]) -> list[_Token]:
     for position, token in enumerate(tokens):
         wants_operand = position % 2 == 0
         if wants_operand and token.kind in (_Kind.COMMA, _Kind.COLON):
-            _fail(token, f"expected an operand, found {token.text!r}")
+            _fail(token, f"expected an operand, found {_shown(token.text)}")
         if not wants_operand and token.kind is not _Kind.COMMA:
-            _fail(token, f"expected ',' or end of line, found {token.text!r}")
+            _fail(token, f"expected ',' or end of line, found {_shown(token.text)}")
         if wants_operand:
             operands.append(token)
     if tokens and tokens[-1].kind is _Kind.COMMA:
@@ -355,21 +369,30 @@ class _Assembler:
 
     def feed_line(self, number: int, line: str) -> None:
         tokens = _tokenize(line, number)
-        while len(tokens) >= 2 and tokens[0].kind is _Kind.NAME and tokens[1].kind is _Kind.COLON:
-            self._define_label(tokens[0])
-            tokens = tokens[2:]
-        if tokens:
-            self._statement(tokens[0], tokens[1:])
+        # Performance note: labels are consumed by index, never by slicing the token
+        # list, so a line of many labels costs time linear in its length.
+        at = 0
+        while (
+            at + 1 < len(tokens)
+            and tokens[at].kind is _Kind.NAME
+            and tokens[at + 1].kind is _Kind.COLON
+        ):
+            self._define_label(tokens[at])
+            at += 2
+        if at < len(tokens):
+            self._statement(tokens[at], tokens[at + 1 :])
 
     def _statement(self, head: _Token, rest: list[_Token]) -> None:
         if head.kind is not _Kind.NAME:
-            _fail(head, f"expected a label, mnemonic or directive, found {head.text!r}")
+            _fail(head, f"expected a label, mnemonic or directive, found {_shown(head.text)}")
         if not head.text.startswith("."):
             self._instruction(head, rest)
             return
         handler = _DIRECTIVES.get(head.text.lower())
         if handler is None:
-            _fail(head, f"expected a directive ({', '.join(_DIRECTIVES)}), found {head.text!r}")
+            _fail(
+                head, f"expected a directive ({', '.join(_DIRECTIVES)}), found {_shown(head.text)}"
+            )
         needed = ".data" if head.text.lower() in _DATA_ONLY else ".code"
         if head.text.lower() in _DATA_ONLY | _CODE_ONLY and self.section != needed:
             _fail(head, f"expected {head.text} in the {needed} section, found it in {self.section}")
@@ -378,7 +401,7 @@ class _Assembler:
     def _instruction(self, head: _Token, rest: list[_Token]) -> None:
         info = OPCODE_BY_MNEMONIC.get(head.text.upper())
         if info is None:
-            _fail(head, f"expected an instruction mnemonic, found {head.text!r}")
+            _fail(head, f"expected an instruction mnemonic, found {_shown(head.text)}")
         if self.section != ".code":
             _fail(head, f"expected {head.text} in the .code section, found it in {self.section}")
         count = len(info.operands)
@@ -400,9 +423,11 @@ class _Assembler:
                 _fail(
                     imm.token,
                     f"expected a plain number after the .reloc on line {directive.line}, "
-                    f"found name {imm.token.text!r}",
+                    f"found name {_shown(imm.token.text)}",
                 )
             reloc, self.pending_reloc = (kind, name), None
+        if len(self.code) >= MAX_CODE_LENGTH:
+            _fail(head, f"expected at most {MAX_CODE_LENGTH} instructions, found more")
         self.code.append(_PendingInsn(head, opcode, rd, rs1, rs2, imm, reloc))
 
     def _value(self, token: _Token, bounds: tuple[int, int], what: str) -> _Expr:
@@ -414,7 +439,7 @@ class _Assembler:
                 _fail(token, f"expected one byte in a character literal, found {len(token.data)}")
             return _Expr(token, _check_range(token.data[0], bounds, token, what))
         if token.kind is not _Kind.NAME or _register(token.text) is not None:
-            _fail(token, f"expected an integer, label or .equ name, found {token.text!r}")
+            _fail(token, f"expected an integer, label or .equ name, found {_shown(token.text)}")
         if token.text in self.equs:
             return _Expr(token, _check_range(self.equs[token.text][0], bounds, token, what))
         return _Expr(token, None)
@@ -422,7 +447,7 @@ class _Assembler:
     def _number_now(self, token: _Token, bounds: tuple[int, int], what: str) -> int:
         expr = self._value(token, bounds, what)
         if expr.number is None:
-            _fail(token, f"expected a number or an .equ defined above, found {token.text!r}")
+            _fail(token, f"expected a number or an .equ defined above, found {_shown(token.text)}")
         return expr.number
 
     def _claim_name(self, token: _Token, what: str) -> None:
@@ -430,12 +455,15 @@ class _Assembler:
         name = token.text
         reserved = _reserved_word(name) if token.kind is _Kind.NAME else "token"
         if reserved is not None:
-            _fail(token, f"expected {what} name, found the {reserved} {name!r}")
+            _fail(token, f"expected {what} name, found the {reserved} {_shown(name)}")
         if len(name) > _MAX_NAME:
             _fail(token, f"expected a name of at most {_MAX_NAME} bytes, found {len(name)}")
         earlier = self._definition_line(name)
         if earlier is not None:
-            _fail(token, f"expected a name not yet used, found {name!r} defined on line {earlier}")
+            _fail(
+                token,
+                f"expected a name not yet used, found {_shown(name)} defined on line {earlier}",
+            )
 
     def _definition_line(self, name: str) -> int | None:
         if name in self.labels:
@@ -452,9 +480,12 @@ class _Assembler:
             self.labels[token.text] = _Label(SymbolKind.DATA, len(self.data), token.line)
 
     def _grow_data(self, token: _Token, count: int) -> None:
-        if len(self.data) + count > _MAX_SECTION:
+        """Append ``count`` zero bytes, refusing first when the section would pass its limit."""
+        if len(self.data) + count > MAX_DATA_BYTES:
             _fail(
-                token, f"expected at most {_MAX_SECTION} data bytes, found {len(self.data) + count}"
+                token,
+                f"expected at most {MAX_DATA_BYTES} data bytes (a container stores every byte, "
+                f"zeros too), found {len(self.data) + count}",
             )
         self.data += bytes(count)
 
@@ -480,7 +511,7 @@ class _Assembler:
     def directive_export(self, head: _Token, rest: list[_Token]) -> None:
         for token in _operands(head, rest, 1, None, "one or more labels"):
             if token.kind is not _Kind.NAME:
-                _fail(token, f"expected a label name, found {token.text!r}")
+                _fail(token, f"expected a label name, found {_shown(token.text)}")
             self.exports.append(token)
 
     def directive_import(self, head: _Token, rest: list[_Token]) -> None:
@@ -522,7 +553,7 @@ class _Assembler:
 
     def directive_zero(self, head: _Token, rest: list[_Token]) -> None:
         (token,) = _operands(head, rest, 1, 1, "a byte count")
-        self._grow_data(token, self._number_now(token, (0, _MAX_SECTION), "a byte count"))
+        self._grow_data(token, self._number_now(token, (0, WORD_MASK), "a byte count"))
 
     def directive_align(self, head: _Token, rest: list[_Token]) -> None:
         (token,) = _operands(head, rest, 1, 1, "a power of two")
@@ -562,7 +593,10 @@ class _Assembler:
 
     def directive_meta(self, head: _Token, rest: list[_Token]) -> None:
         (token,) = _operands(head, rest, 1, 1, "one string")
-        self.metadata += _string_operand(token)
+        text = _string_operand(token)
+        if len(self.metadata) + len(text) > MAX_METADATA_BYTES:
+            _fail(token, f"expected at most {MAX_METADATA_BYTES} metadata bytes, found more")
+        self.metadata += text
 
     # second pass
 
@@ -593,13 +627,18 @@ class _Assembler:
             return 0, RelocationKind.SYMBOL, name.encode()
         if name in self.equs:
             line = self.equs[name][1]
-            _fail(expr.token, f"expected .equ {name!r} defined before use, found it on line {line}")
-        _fail(expr.token, f"expected a defined label, .equ or import, found undefined {name!r}")
+            _fail(
+                expr.token,
+                f"expected .equ {_shown(name)} defined before use, found it on line {line}",
+            )
+        _fail(
+            expr.token, f"expected a defined label, .equ or import, found undefined {_shown(name)}"
+        )
 
     def _resolve_unrelocated(self, expr: _Expr, bounds: tuple[int, int], what: str) -> int:
         value, kind, _ = self._resolve(expr)
         if kind is RelocationKind.SYMBOL:
-            _fail(expr.token, f"expected {what}, found import {expr.token.text!r}")
+            _fail(expr.token, f"expected {what}, found import {_shown(expr.token.text)}")
         return _check_range(value, bounds, expr.token, what)
 
     def _fill_data(self) -> None:
@@ -630,7 +669,10 @@ class _Assembler:
             label = self.labels.get(token.text)
             if label is None:
                 what = "import" if token.text in self.imports else "undefined name"
-                _fail(token, f"expected a label defined in this file, found {what} {token.text!r}")
+                _fail(
+                    token,
+                    f"expected a label defined in this file, found {what} {_shown(token.text)}",
+                )
             _add_symbol(found, token, Symbol(token.text.encode(), label.kind, label.value))
         for head, name, kind, expr in self.symbols:
             value = self._resolve_unrelocated(expr, _U64_RANGE, "a symbol value") & WORD_MASK
@@ -642,7 +684,7 @@ class _Assembler:
             return 0
         value, kind, _ = self._resolve(self.entry)
         if kind not in (None, RelocationKind.CODE):
-            _fail(self.entry.token, f"expected a code label, found {self.entry.token.text!r}")
+            _fail(self.entry.token, f"expected a code label, found {_shown(self.entry.token.text)}")
         return _check_range(value, (0, code_length - 1), self.entry.token, "an instruction index")
 
 
@@ -683,7 +725,11 @@ _DIRECTIVES: Final[dict[str, _Handler]] = {
 
 
 def assemble(text: str, filename: str = "<input>") -> ForgeProgram:
-    """Assemble ``.fasm`` text; raises ``AssemblyError`` (``FILE:LINE:COL: message``)."""
+    """Assemble ``.fasm`` text; raises ``AssemblyError`` (``FILE:LINE:COL: message``).
+
+    Time is linear in the text; text over ``MAX_SOURCE_BYTES`` characters is refused
+    with ``InputTooLarge`` before any of it is read.
+    """
     return assemble_with_labels(text, filename)[0]
 
 
@@ -694,6 +740,7 @@ def assemble_with_labels(
 
     The program keeps only exported names; a debugger shows every label.
     """
+    check_source(text)
     assembler = _Assembler()
     try:
         for number, line in enumerate(text.split("\n"), start=1):
@@ -701,8 +748,10 @@ def assemble_with_labels(
         program = assembler.finish()
     except _Problem as problem:
         raise AssemblyError(filename, problem.line, problem.column, problem.message) from None
-    labels: dict[int, tuple[str, ...]] = {}
+    # Performance note: names gather in lists first, so many labels on one
+    # instruction cost linear time, not a tuple copy per label.
+    labels: dict[int, list[str]] = {}
     for name, label in assembler.labels.items():
         if label.kind is SymbolKind.CODE:
-            labels[label.value] = (*labels.get(label.value, ()), name)
-    return program, labels
+            labels.setdefault(label.value, []).append(name)
+    return program, {index: tuple(names) for index, names in labels.items()}

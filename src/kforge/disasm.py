@@ -69,9 +69,14 @@ def _label_text(name: bytes) -> str | None:
 
 
 def _fresh_prefix(base: str, taken: set[bytes]) -> str:
-    """A prefix P such that no taken name is P followed by digits."""
+    """A prefix P such that no taken name is P followed by digits.
+
+    A prefix here never ends in a digit, so a name blocks exactly one prefix: itself
+    less its trailing digits.  Collecting those once keeps this linear in the names.
+    """
+    blocked = {name.rstrip(b"0123456789") for name in taken if name[-1:].isdigit()}
     prefix = base
-    while any(re.fullmatch(re.escape(prefix.encode()) + rb"[0-9]+", name) for name in taken):
+    while prefix.encode() in blocked:
         prefix += "_"
     return prefix
 
@@ -88,7 +93,7 @@ class _Names:
     data: dict[int, list[str]] = field(default_factory=dict)
     operand: dict[int, str] = field(default_factory=dict)  # instruction index -> imm text
     imports: set[str] = field(default_factory=set)
-    exports: list[str] = field(default_factory=list)
+    exports: dict[str, None] = field(default_factory=dict)  # a set that keeps its order
     symbol_lines: list[str] = field(default_factory=list)
 
 
@@ -126,7 +131,7 @@ def _place_symbol(program: ForgeProgram, names: _Names, symbol: Symbol) -> None:
     name = _label_text(symbol.name)
     if name is not None and symbol.value <= len(program.code if is_code else program.data):
         (names.code if is_code else names.data).setdefault(symbol.value, []).append(name)
-        names.exports.append(name)
+        names.exports[name] = None
     else:
         kind = symbol.kind.name.lower()
         names.symbol_lines.append(f".symbol {_quote(symbol.name)}, {kind}, {symbol.value}")

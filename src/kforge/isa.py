@@ -8,6 +8,7 @@ all driven from here, so nothing else restates these facts.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -342,6 +343,13 @@ class Instruction:
             for name in ("rd", "rs1", "rs2", "imm")
             if name not in used and getattr(self, name) != 0
         ]
+
+    def with_unused_fields_cleared(self) -> Instruction:
+        """This instruction with the fields its opcode does not use set to 0 (an unknown
+        opcode keeps them all): the valid instruction nearest to any 16 bytes, which is
+        what program generators and fuzzers make of arbitrary words."""
+        unused = self.unused_nonzero_fields()
+        return dataclasses.replace(self, **dict.fromkeys(unused, 0)) if unused else self
 
 
 def encode_instruction(insn: Instruction) -> bytes:

@@ -47,6 +47,13 @@ from kforge.core import (
     show_name,
 )
 from kforge.isa import OPCODES, WORD_MASK, Instruction
+from kforge.limits import (
+    MAX_CODE_LENGTH,
+    MAX_DATA_BYTES,
+    MAX_LINK_IMPORTS,
+    MAX_SYMBOLS,
+    check_size,
+)
 from kforge.program import ForgeProgram, Relocation, RelocationKind, Symbol, SymbolKind
 from kforge.wire import Schema
 
@@ -288,8 +295,8 @@ def link(
     imports: Sequence[Import],
     fetch: Fetch,
     *,
-    max_code: int = MAX_SECTION_LENGTH,
-    max_data: int = MAX_SECTION_LENGTH,
+    max_code: int = MAX_CODE_LENGTH,
+    max_data: int = MAX_DATA_BYTES,
 ) -> ForgeProgram:
     """``program`` merged with the dependencies ``imports`` names, every symbol resolved.
 
@@ -300,10 +307,14 @@ def link(
     dependency does not export; ``InvalidProgram`` for a name two imports
     provide (or the program defines and imports), a dependency cycle, a merged
     program longer than ``max_code`` instructions or ``max_data`` data bytes
-    (both at most 2^32-1), or a relocated value past 2^64-1.
+    (by default and at most ``MAX_CODE_LENGTH`` and ``MAX_DATA_BYTES``), more
+    than ``MAX_SYMBOLS`` symbols, or a relocated value past 2^64-1; and
+    ``InputTooLarge`` for more than ``MAX_LINK_IMPORTS`` entries in ``imports``,
+    refused before anything is fetched.  Time is linear in the pieces' sizes.
     """
-    max_code = min(max_code, MAX_SECTION_LENGTH)
-    max_data = min(max_data, MAX_SECTION_LENGTH)
+    check_size("link import list (entries)", len(imports), MAX_LINK_IMPORTS)
+    max_code = min(max_code, MAX_CODE_LENGTH)
+    max_data = min(max_data, MAX_DATA_BYTES)
     if len(program.code) > max_code:
         raise InvalidProgram(
             f"the program holds {len(program.code)} instructions, more than the limit {max_code}"
@@ -327,6 +338,10 @@ def link(
     symbols = {symbol.name: symbol for symbol in program.symbols}
     for name, (_, symbol) in provided.items():
         symbols.setdefault(name, symbol)
+    if len(symbols) > MAX_SYMBOLS:
+        raise InvalidProgram(
+            f"linked program would hold {len(symbols)} symbols, more than the limit {MAX_SYMBOLS}"
+        )
     return _merged_program(
         tuple(code),
         bytes(data),

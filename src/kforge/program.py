@@ -26,6 +26,13 @@ from typing import Final
 
 from kforge.core import Hash256, InvalidProgram, show_name
 from kforge.isa import INSTRUCTION_SIZE, Instruction, decode_instruction, encode_instruction
+from kforge.limits import (
+    MAX_CODE_LENGTH,
+    MAX_DATA_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_PROGRAM_BYTES,
+    MAX_SYMBOLS,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -47,8 +54,14 @@ _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_MAX_U32: Final = 0xFFFF_FFFF
 _MAX_U16: Final = 0xFFFF
+#: The most items each counted section may hold: ``(what, limit)`` in container order.
+_SECTION_LIMITS: Final = (
+    ("data", MAX_DATA_BYTES),
+    ("code", MAX_CODE_LENGTH),
+    ("symbol", MAX_SYMBOLS),
+    ("metadata", MAX_METADATA_BYTES),
+)
 
 
 class SymbolKind(IntEnum):
@@ -157,9 +170,12 @@ class _Reader:
         value: int = fmt.unpack(self.take(fmt.size, what))[0]
         return value
 
-    def count(self, what: str, item_size: int) -> int:
+    def count(self, what: str, item_size: int, limit: int) -> int:
+        """A section's item count, refused when over ``limit`` or past the end."""
         at = self.offset
         count = self.unpack(_U32, f"{what} count")
+        if count > limit:
+            raise InvalidProgram(f"{what} count {count} at byte {at} is over the limit of {limit}")
         if count * item_size > len(self.blob) - self.offset:
             raise InvalidProgram(
                 f"{what} count {count} at byte {at} runs past the end of the container"
@@ -171,6 +187,8 @@ def decode_program(blob: bytes) -> ForgeProgram:
     """Decode and validate FRGP bytes; raises ``InvalidProgram`` saying what and where."""
     if not isinstance(blob, bytes | bytearray | memoryview):
         raise InvalidProgram("program must be bytes")
+    if len(blob) > MAX_PROGRAM_BYTES:
+        raise InvalidProgram(f"{len(blob)} bytes is over the limit of {MAX_PROGRAM_BYTES}")
     blob = bytes(blob)
     reader = _Reader(blob)
     magic, version, flags, entry = _HEADER.unpack(reader.take(_HEADER.size, "header"))
@@ -180,11 +198,11 @@ def decode_program(blob: bytes) -> ForgeProgram:
         raise InvalidProgram(f"unsupported version {version} at byte 4, expected 1")
     if flags != 0:
         raise InvalidProgram(f"flags at byte 6 must be 0, got {flags:#x}")
-    data = reader.take(reader.count("data", 1), "data")
+    data = reader.take(reader.count("data", 1, MAX_DATA_BYTES), "data")
     code = _decode_code(reader)
     symbols = _decode_symbols(reader)
     relocations = _decode_relocations(reader)
-    metadata = reader.take(reader.count("metadata", 1), "metadata")
+    metadata = reader.take(reader.count("metadata", 1, MAX_METADATA_BYTES), "metadata")
     if reader.offset != len(blob):
         raise InvalidProgram(
             f"{len(blob) - reader.offset} trailing bytes after the container at byte {reader.offset}"
@@ -193,7 +211,7 @@ def decode_program(blob: bytes) -> ForgeProgram:
 
 
 def _decode_code(reader: _Reader) -> tuple[Instruction, ...]:
-    count = reader.count("code", INSTRUCTION_SIZE)
+    count = reader.count("code", INSTRUCTION_SIZE, MAX_CODE_LENGTH)
     code = []
     for index in range(count):
         at = reader.offset
@@ -207,7 +225,7 @@ def _decode_code(reader: _Reader) -> tuple[Instruction, ...]:
 
 
 def _decode_symbols(reader: _Reader) -> tuple[Symbol, ...]:
-    count = reader.count("symbol", 11)
+    count = reader.count("symbol", 11, MAX_SYMBOLS)
     symbols = []
     for _ in range(count):
         at = reader.offset
@@ -221,7 +239,7 @@ def _decode_symbols(reader: _Reader) -> tuple[Symbol, ...]:
 
 
 def _decode_relocations(reader: _Reader) -> tuple[Relocation, ...]:
-    count = reader.count("relocation", 7)
+    count = reader.count("relocation", 7, MAX_CODE_LENGTH)
     relocations = []
     for _ in range(count):
         at = reader.offset
@@ -239,8 +257,12 @@ def _validate(program: ForgeProgram) -> None:
     code_length = len(program.code)
     if code_length == 0:
         raise InvalidProgram("the code section is empty")
-    if code_length > _MAX_U32 or len(program.data) > _MAX_U32 or len(program.metadata) > _MAX_U32:
-        raise InvalidProgram("a section holds more than 2^32-1 items")
+    sizes = (len(program.data), code_length, len(program.symbols), len(program.metadata))
+    for (what, limit), size in zip(_SECTION_LIMITS, sizes, strict=True):
+        if size > limit:
+            raise InvalidProgram(
+                f"the {what} section holds {size} items, over the limit of {limit}"
+            )
     if not 0 <= program.entry < code_length:
         raise InvalidProgram(f"entry {program.entry} is outside the code (length {code_length})")
     for index, insn in enumerate(program.code):

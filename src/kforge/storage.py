@@ -2,8 +2,10 @@
 
 A vault object's id is the SHA-256 of its bytes.  :meth:`Vault.get` hashes what
 it read before returning it, so a row changed behind the vault's back is caught
-(``VaultFetchFailed``), never handed to a sandbox: the trust chain is "hash stored
-at put, re-checked at every fetch".
+(``DamagedObject``, a ``VaultFetchFailed``), never handed to a sandbox: the trust
+chain is "hash stored at put, re-checked at every fetch".  A damaged row harms only
+what needs that object: :meth:`Vault.check` lists every damaged object without
+stopping at the first, and putting the right bytes again repairs the row.
 
 By default the vault is a SQLite file under the data directory
 (``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``); ``Vault(":memory:")`` keeps everything in memory.
@@ -16,18 +18,21 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self
 
 from kforge.core import Hash256, InvalidProgram, VaultFetchFailed, default_data_dir
 from kforge.program import ForgeProgram, decode_program
 
 __all__ = [
     "MEMORY",
+    "DamagedObject",
     "ProgramCache",
     "SqliteStore",
     "Vault",
+    "VaultCheck",
     "connect_sqlite",
     "default_data_dir",
 ]
@@ -114,6 +119,46 @@ class SqliteStore:
         self.close()
 
 
+class DamagedObject(VaultFetchFailed):
+    """A stored object whose bytes no longer hash to its id (tampered or corrupt).
+
+    Only what needs this object is refused; :meth:`Vault.put` of the right bytes
+    repairs it.
+    """
+
+    def __init__(self, object_id: Hash256, reason: str) -> None:
+        super().__init__(object_id, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class VaultCheck:
+    """What :meth:`Vault.check` found: how many rows, which objects are damaged and why,
+    and how many rows have an id that is not a hash at all (no fetch can reach them)."""
+
+    objects: int
+    damaged: tuple[DamagedObject, ...]
+    stray_rows: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.damaged and not self.stray_rows
+
+
+def _stored_bytes(object_id: Hash256, data: Any) -> bytes:
+    """A row's bytes, checked against its id; ``DamagedObject`` when they do not match.
+
+    A hand-edited row may hold text or a number instead of a BLOB; neither is
+    converted (``bytes(n)`` would allocate ``n`` bytes on the row's word).
+    """
+    if not isinstance(data, bytes):
+        raise DamagedObject(
+            object_id, f"stored value is {type(data).__name__}, not bytes (tampered)"
+        )
+    if Hash256.of(data) != object_id:
+        raise DamagedObject(object_id, "stored bytes do not match their hash (tampered)")
+    return data
+
+
 class Vault(SqliteStore):
     """Content-addressed objects in SQLite.  A context manager; :meth:`close` is idempotent."""
 
@@ -130,11 +175,17 @@ class Vault(SqliteStore):
         return cls(folder / "vault.sqlite3")
 
     def put(self, data: bytes) -> Hash256:
-        """Store ``data`` and return its id, the SHA-256 of the bytes.  Storing twice is harmless."""
+        """Store ``data`` and return its id, the SHA-256 of the bytes.
+
+        Storing twice is harmless, and storing the right bytes of a damaged object
+        repairs its row (a row that already holds them is not written again).
+        """
         blob = bytes(data)
         object_id = Hash256.of(blob)
         self.connection.execute(
-            "INSERT OR IGNORE INTO objects (id, data, size) VALUES (?, ?, ?)",
+            "INSERT INTO objects (id, data, size) VALUES (?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET data = excluded.data, size = excluded.size "
+            "WHERE objects.data IS NOT excluded.data OR objects.size IS NOT excluded.size",
             (object_id.raw, blob, len(blob)),
         )
         return object_id
@@ -142,18 +193,34 @@ class Vault(SqliteStore):
     def get(self, object_id: Hash256) -> bytes:
         """The bytes stored under ``object_id``.
 
-        Raises ``VaultFetchFailed`` when there is no such object or when the stored
-        bytes no longer hash to their id (the row was tampered with).
+        Raises ``VaultFetchFailed`` when there is no such object and its subclass
+        ``DamagedObject`` when the stored bytes no longer hash to their id (the row
+        was tampered with or corrupted).
         """
         row = self.connection.execute(
             "SELECT data FROM objects WHERE id = ?", (object_id.raw,)
         ).fetchone()
         if row is None:
             raise VaultFetchFailed(object_id, "no such object")
-        blob = bytes(row[0])
-        if Hash256.of(blob) != object_id:
-            raise VaultFetchFailed(object_id, "stored bytes do not match their hash (tampered)")
-        return blob
+        return _stored_bytes(object_id, row[0])
+
+    def check(self) -> VaultCheck:
+        """Read every object and report each damaged one; one damaged row stops nothing.
+
+        Rows are read one at a time, so memory stays at the largest object.
+        """
+        damaged: list[DamagedObject] = []
+        count = stray = 0
+        for raw_id, data in self.connection.execute("SELECT id, data FROM objects ORDER BY id"):
+            count += 1
+            if not isinstance(raw_id, bytes) or len(raw_id) != Hash256.SIZE:
+                stray += 1
+                continue
+            try:
+                _stored_bytes(Hash256(raw_id), data)
+            except DamagedObject as problem:
+                damaged.append(problem)
+        return VaultCheck(count, tuple(damaged), stray)
 
     def __contains__(self, object_id: object) -> bool:
         if not isinstance(object_id, Hash256):

@@ -268,11 +268,9 @@ def command_export(args: argparse.Namespace) -> int:
     """``kforge registry export NAME VERSION --dir D``: NAME-VERSION.frgp and VECTOR.proof files."""
     folder = Path(args.dir)
     with _open(args) as registry:
-        program = registry.program(args.name, args.version)
-        bundles = registry.proof_bundles(args.name, args.version)
-    stem = f"{args.name}-{args.version}"
-    _write(folder / f"{stem}.frgp", program.encoded)
-    for vector, bundle in sorted(bundles.items()):
-        _write(folder / f"{stem}.{vector}.proof", bundle)
-    sys.stdout.write(f"{folder / stem}.frgp and {len(bundles)} proof bundle(s)\n")
+        files = registry.export_files(args.name, args.version)  # names checked: never a path
+    for file_name, data in files.items():
+        _write(folder / file_name, data)
+    program, *bundles = files
+    sys.stdout.write(f"{folder / program} and {len(bundles)} proof bundle(s)\n")
     return 0

@@ -10,6 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from kforge.core import ErrorCategory, ForgeError, Hash256
+from kforge.limits import MAX_TRACE_SAMPLES
 from kforge.program import ForgeProgram
 from kforge.proofs.replay import RunRecord
 from kforge.proofs.trace import (
@@ -136,6 +137,8 @@ def _proof_from_body(body: Any) -> ExecutionProof:
     if version != PROOF_VERSION:
         raise ProofFormatError(f"unsupported proof version {version}")
     fault = body[10] if body[10] is None else _typed(body[10], int, "fault")
+    if len(_typed(body[13], list, "samples")) > MAX_TRACE_SAMPLES:
+        raise ProofFormatError(f"more than {MAX_TRACE_SAMPLES} samples")
     samples = tuple(_typed(s, bytes, "sample") for s in _typed(body[13], list, "samples"))
     if any(len(sample) != 32 for sample in samples):
         raise ProofFormatError("a sample is not 32 bytes")
@@ -293,14 +296,21 @@ def verify_proof(
     first divergent sample; with a ``counterparty`` (the prover answering step
     hashes, as in an interactive dispute) the divergent window is narrowed to
     the first divergent instruction.  Never raises for a bad proof: the
-    problems are in the report.
+    problems are in the report.  Re-execution stops once past the proof's own
+    ``ticks_used``, so a proof cannot make its verifier work longer than it claims;
+    a caller bounds that claim before calling.
     """
     problems = _check_signature(proof, public_key)
     signature_valid = not problems
     if proof.sample_interval < 1:
         return VerificationReport(False, signature_valid, (*problems, "sample_interval < 1"))
+    if max(proof.sample_count, len(proof.samples)) > MAX_TRACE_SAMPLES:
+        refusal = f"more than {MAX_TRACE_SAMPLES} samples"
+        return VerificationReport(False, signature_valid, (*problems, refusal))
     try:
-        trace = record_trace(program, record, proof.sample_interval, tier=tier)
+        trace = record_trace(
+            program, record, proof.sample_interval, tier=tier, max_ticks=max(0, proof.ticks_used)
+        )
     except ForgeError as error:
         return VerificationReport(False, signature_valid, (*problems, f"re-execution: {error}"))
     expected = _unsigned_proof(program, record, trace, proof.forge_key)
@@ -311,7 +321,7 @@ def verify_proof(
     window = _window(trace, index)
     step = None
     if index is not None and counterparty is not None:
-        ours = ReplayParty(program, record, proof.sample_interval)
+        ours = ReplayParty(program, record, proof.sample_interval, max(0, proof.ticks_used))
         step = locate_step(ours, counterparty, index)
     return VerificationReport(
         False, signature_valid, tuple(problems), index, window, comparisons, step

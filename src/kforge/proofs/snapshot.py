@@ -35,6 +35,7 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "ProgramLookup",
     "SnapshotError",
+    "SnapshotProgramMissing",
     "checkpoint",
     "fork",
     "restore",
@@ -60,6 +61,18 @@ class SnapshotError(ForgeError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"bad machine snapshot: {reason}")
         self.reason = reason
+
+
+class SnapshotProgramMissing(SnapshotError):
+    """A snapshot that names its program by id only, which the lookup cannot give.
+
+    The snapshot itself may be sound: only the machine that needs this program (say,
+    a damaged vault object) cannot be restored, so a caller restoring many can go on.
+    """
+
+    def __init__(self, program_id: Hash256) -> None:
+        super().__init__(f"program {program_id} not found by the lookup")
+        self.program_id = program_id
 
 
 # ----------------------------------------------------------------- writing
@@ -184,7 +197,7 @@ def _program(body: dict[str, Any], lookup: ProgramLookup | None) -> ForgeProgram
     elif lookup is not None:
         found = lookup(program_id)
         if found is None:
-            raise SnapshotError(f"program {program_id} not found by the lookup")
+            raise SnapshotProgramMissing(program_id)
         program = found
     else:
         raise SnapshotError("snapshot holds no program bytes and no program_lookup was given")
@@ -211,22 +224,41 @@ def _memory(body: dict[str, Any], quota: int) -> Any:
     page_count = -(-quota // PAGE_SIZE)
     if list(indices) != sorted(set(indices)) or (indices and indices[-1] >= page_count):
         raise SnapshotError("memory page indices are unsorted, repeated or past the quota")
-    expected = sum(min(PAGE_SIZE, quota - i * PAGE_SIZE) for i in indices)
-    try:
-        decompressor = zlib.decompressobj()
-        raw = decompressor.decompress(data, expected + 1)
-    except zlib.error as error:
-        raise SnapshotError(f"memory data does not decompress ({error})") from None
-    if len(raw) != expected or decompressor.unconsumed_tail or not decompressor.eof:
-        raise SnapshotError(f"memory data is not {expected} bytes of pages")
     memory = allocate_memory(quota)
-    offset = 0
+    # Performance note: pages are inflated one at a time straight into the machine's
+    # memory, so a small body claiming gigabytes is found out a page at a time, with
+    # no second copy of the whole memory; a page listed must be non-zero, as the writer
+    # lists only those, so a snapshot cannot make zero pages take real memory.
+    decompressor = zlib.decompressobj()
+    pending = data
     for index in indices:
         start = index * PAGE_SIZE
         size = min(PAGE_SIZE, quota - start)
-        memory[start : start + size] = raw[offset : offset + size]
-        offset += size
+        page = _inflate(decompressor, pending, size)
+        pending = decompressor.unconsumed_tail
+        if page == _ZERO_PAGE_ARRAY[:size]:
+            raise SnapshotError(f"memory page {index} is listed but all zero")
+        memory[start : start + size] = page
+    try:
+        extra = decompressor.decompress(pending, 1)  # reads the stream's end, no more
+    except zlib.error as error:
+        raise SnapshotError(f"memory data does not decompress ({error})") from None
+    if extra or not decompressor.eof or decompressor.unused_data:
+        raise SnapshotError("memory data holds more than its listed pages")
     return memory
+
+
+def _inflate(decompressor: Any, data: bytes, size: int) -> bytes:
+    """Exactly ``size`` bytes from ``decompressor`` fed ``data``, else ``SnapshotError``."""
+    try:
+        page = decompressor.decompress(data, size)
+        if len(page) < size and not decompressor.eof:
+            page += decompressor.decompress(decompressor.unconsumed_tail, size - len(page))
+    except zlib.error as error:
+        raise SnapshotError(f"memory data does not decompress ({error})") from None
+    if len(page) != size:
+        raise SnapshotError("memory data is shorter than its listed pages")
+    return bytes(page)
 
 
 def _queue_messages(value: Any, what: str) -> list[bytes]:

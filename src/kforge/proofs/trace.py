@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from kforge.core import Hash256
+from kforge.limits import MAX_TRACE_SAMPLES, InputTooLarge
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.hashing import StateHasher
@@ -43,12 +44,17 @@ def record_trace(
     sample_interval: int = DEFAULT_SAMPLE_INTERVAL,
     *,
     tier: str | TierRunner = "reference",
+    max_ticks: int | None = None,
 ) -> Trace:
     """Replay ``record`` and sample its state hash every ``sample_interval`` ticks.
 
     Samples: the initial state, the first boundary where ``ticks_used >= n*K``
     for each multiple ``n*K`` above the previous sample, and the final state
     (no boundary twice); each taken after the deliveries logged for its tick.
+
+    With ``max_ticks`` the replay ends at the first boundary past it (a run that
+    ends by then is traced exactly as without it), so a verifier spends no more
+    than a proof claims.  More than ``MAX_TRACE_SAMPLES`` samples is ``InputTooLarge``.
     """
     if sample_interval < 1:
         raise ValueError(f"sample interval must be at least 1, got {sample_interval}")
@@ -59,9 +65,16 @@ def record_trace(
         replayer.deliver_due()
         samples, ticks = [hasher.hash(machine)], [machine.ticks_used]
         while not replayer.stopped:
-            replayer.run_until((machine.ticks_used // sample_interval + 1) * sample_interval)
+            target = (machine.ticks_used // sample_interval + 1) * sample_interval
+            if max_ticks is not None:
+                if machine.ticks_used > max_ticks:
+                    break
+                target = min(target, max_ticks + 1)
+            replayer.run_until(target)
             samples.append(hasher.hash(machine))
             ticks.append(machine.ticks_used)
+            if len(samples) > MAX_TRACE_SAMPLES:
+                raise InputTooLarge("trace (samples)", len(samples), MAX_TRACE_SAMPLES)
     return Trace(sample_interval, tuple(samples), tuple(ticks), machine)
 
 
@@ -155,15 +168,19 @@ class ReplayParty:
         program: ForgeProgram,
         record: RunRecord,
         sample_interval: int = DEFAULT_SAMPLE_INTERVAL,
+        max_ticks: int | None = None,
     ) -> None:
         self.program = program
         self.record = record
         self.sample_interval = sample_interval
+        self.max_ticks = max_ticks
         self._trace: Trace | None = None
 
     def sample_hashes(self) -> Sequence[bytes]:
         if self._trace is None:
-            self._trace = record_trace(self.program, self.record, self.sample_interval)
+            self._trace = record_trace(
+                self.program, self.record, self.sample_interval, max_ticks=self.max_ticks
+            )
         return self._trace.samples
 
     def window_steps(self, sample_index: int) -> list[StepRecord]:

@@ -8,6 +8,7 @@ programs asks :meth:`Registry.check_runnable` at every sandbox creation.  See
 """
 
 from kforge.registry.errors import (
+    InvalidName,
     InvalidTransition,
     LedgerTampered,
     PolicyError,
@@ -50,6 +51,7 @@ __all__ = [
     "Gate",
     "GateFailure",
     "GateResult",
+    "InvalidName",
     "InvalidTransition",
     "Ledger",
     "LedgerCheck",

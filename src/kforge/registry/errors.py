@@ -7,6 +7,7 @@ from typing import Any
 from kforge.core import ErrorCategory, ForgeError, Hash256
 
 __all__ = [
+    "InvalidName",
     "InvalidTransition",
     "LedgerTampered",
     "PolicyError",
@@ -37,6 +38,16 @@ class UnknownProgram(RegistryError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no such program in the registry: {what}")
         self.what = what
+
+
+class InvalidName(RegistryError):
+    """A program name, version or test vector name that may not be used (it becomes a file name)."""
+
+    def __init__(self, what: str, name: str, rule: str) -> None:
+        super().__init__(f"{what} {name[:80]!r} is not allowed: {rule}")
+        self.what = what
+        self.name = name
+        self.rule = rule
 
 
 class InvalidTransition(RegistryError):

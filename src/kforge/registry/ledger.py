@@ -27,7 +27,7 @@ from kforge.core import Hash256
 from kforge.registry.errors import LedgerTampered, RegistryError
 from kforge.storage import SqliteStore
 
-__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerCheck"]
+__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Ledger", "LedgerCheck", "as_blob"]
 
 _ROW_TAG: Final = b"KFORGE-LEDGER-ROW-V1\x00"
 _GENESIS: Final = bytes(32)
@@ -188,7 +188,7 @@ class Ledger(SqliteStore):
         columns = COLUMNS[kind]
         ordered = [values[name] for name in columns]
         head = db.execute("SELECT seq, row_hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
-        seq, prev = (1, _GENESIS) if head is None else (int(head[0]) + 1, bytes(head[1]))
+        seq, prev = (1, _GENESIS) if head is None else (int(head[0]) + 1, as_blob(head[1]))
         digest = row_hash(kind, seq, prev, ordered)
         db.execute(
             "INSERT INTO chain (seq, kind, prev_hash, row_hash) VALUES (?, ?, ?, ?)",
@@ -225,7 +225,7 @@ class Ledger(SqliteStore):
         if row is None:
             raise RegistryError(f"no artifact {digest} in the ledger")
         self.check_rows("artifacts", [int(row[0])])
-        data = _as_bytes(row[2])
+        data = as_blob(row[2])
         if Hash256.of(data) != digest:
             raise LedgerTampered([f"artifact {digest}: stored bytes do not match their hash"])
         return str(row[1]), data
@@ -262,10 +262,10 @@ class Ledger(SqliteStore):
                 "SELECT row_hash FROM chain WHERE seq = ?", (seq - 1,)
             ).fetchone()
             expected_prev = _GENESIS if seq == 1 else (None if previous is None else previous[0])
-            if expected_prev is None or bytes(link[1]) != bytes(expected_prev):
+            if expected_prev is None or as_blob(link[1]) != as_blob(expected_prev):
                 problems.append(f"chain row {seq} does not follow row {seq - 1}")
             values = [_plain(row[name]) for name in COLUMNS[kind]]
-            if row_hash(kind, seq, bytes(link[1]), values) != bytes(link[2]):
+            if row_hash(kind, seq, as_blob(link[1]), values) != as_blob(link[2]):
                 problems.append(f"{kind} row {seq} does not match its hash (tampered)")
         return problems
 
@@ -274,7 +274,7 @@ class Ledger(SqliteStore):
         row = self.connection.execute(
             "SELECT seq, row_hash FROM chain ORDER BY seq DESC LIMIT 1"
         ).fetchone()
-        return (0, _GENESIS.hex()) if row is None else (int(row[0]), bytes(row[1]).hex())
+        return (0, _GENESIS.hex()) if row is None else (int(row[0]), as_blob(row[1]).hex())
 
     def verify(self) -> LedgerCheck:
         """Walk the whole chain: every link, every row's hash, every artifact's bytes."""
@@ -287,9 +287,9 @@ class Ledger(SqliteStore):
         for position, (seq, kind, prev_hash, digest) in enumerate(chain, start=1):
             if seq != position:
                 problems.append(f"chain row {position} is missing (found {seq})")
-            if bytes(prev_hash) != previous:
+            if as_blob(prev_hash) != previous:
                 problems.append(f"chain row {seq} does not follow row {seq - 1}")
-            previous = bytes(digest)
+            previous = as_blob(digest)
             if kind not in COLUMNS:
                 problems.append(f"chain row {seq} names an unknown table {kind!r}")
                 continue
@@ -300,7 +300,7 @@ class Ledger(SqliteStore):
                 problems.append(f"{kind} row {seq} is missing")
                 continue
             values = [_plain(value) for value in row]
-            if row_hash(kind, seq, bytes(prev_hash), values) != bytes(digest):
+            if row_hash(kind, seq, as_blob(prev_hash), values) != as_blob(digest):
                 problems.append(f"{kind} row {seq} does not match its hash (tampered)")
         for kind in COLUMNS:
             orphans = db.execute(
@@ -311,16 +311,19 @@ class Ledger(SqliteStore):
             if orphans:
                 problems.append(f"{orphans} {kind} row(s) outside the chain")
         for seq, digest, data in db.execute("SELECT seq, hash, data FROM artifacts ORDER BY seq"):
-            if hashlib.sha256(_as_bytes(data)).digest() != _as_bytes(digest):
+            if hashlib.sha256(as_blob(data)).digest() != as_blob(digest):
                 problems.append(
-                    f"artifact {bytes(digest).hex()} (row {seq}): bytes do not match their hash"
+                    f"artifact {as_blob(digest).hex()} (row {seq}): bytes do not match their hash"
                 )
         head = previous.hex() if chain else _GENESIS.hex()
         return LedgerCheck(not problems, len(chain), head, tuple(problems))
 
 
-def _as_bytes(value: Any) -> bytes:
-    """A BLOB column as bytes; a tampered row may hold text or a number instead."""
+def as_blob(value: Any) -> bytes:
+    """A BLOB column as bytes; a tampered row may hold text or a number instead.
+
+    Never ``bytes(value)`` on what a row holds: for a number that allocates as many bytes.
+    """
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     return str(value).encode("utf-8")

@@ -7,13 +7,14 @@ report can be stored as an artifact and handed back to an agent unchanged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
 from kforge.isa import DEFAULT_GRANTS, GRANTABLE_CHANNELS, WORD_MASK
-from kforge.registry.errors import VectorFormatError
+from kforge.registry.errors import InvalidName, VectorFormatError
 
 __all__ = [
     "GATE_ORDER",
@@ -25,8 +26,22 @@ __all__ = [
     "Status",
     "TestVector",
     "VerifyOutcome",
+    "check_name",
     "parse_vectors",
 ]
+
+#: What a program name, a version and a test vector name may be.  Each becomes part
+#: of a file name on export, so no path separator, no leading dot (``..``), no
+#: control character and no length past a file system's can ever be part of one.
+NAME_RULE: Final = "1 to 128 of A-Z a-z 0-9 . _ + -, not starting with '.' or '-'"
+_NAME: Final = re.compile(r"[A-Za-z0-9_+][A-Za-z0-9._+-]{0,127}")
+
+
+def check_name(what: str, name: str) -> str:
+    """``name`` when it follows :data:`NAME_RULE`, else ``InvalidName``."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise InvalidName(what, str(name), NAME_RULE)
+    return name
 
 
 class Status(Enum):
@@ -196,9 +211,14 @@ def parse_vectors(blob: bytes, source: str = "<vectors>") -> tuple[TestVector, .
         state = str(entry.get("state", "HALTED")).upper()
         if state not in ("HALTED", "FAULTED", "BLOCKED"):
             raise VectorFormatError(source, f"{where}: state must be HALTED, FAULTED or BLOCKED")
+        name = str(entry.get("name", f"vector-{index}"))
+        if _NAME.fullmatch(name) is None:
+            raise VectorFormatError(
+                source, f"{where}: name {name[:80]!r} breaks the rule {NAME_RULE}"
+            )
         vectors.append(
             TestVector(
-                name=str(entry.get("name", f"vector-{index}")),
+                name=name,
                 input=_text_or_hex(entry, "input", source, where),
                 expected_output=_text_or_hex(entry, "output", source, where),
                 expected_state=state,

@@ -41,7 +41,7 @@ from kforge.registry.gates import (
     static_gate,
     vectors_gate,
 )
-from kforge.registry.ledger import Ledger, LedgerCheck
+from kforge.registry.ledger import Ledger, LedgerCheck, as_blob
 from kforge.registry.model import (
     GATE_ORDER,
     FailureKind,
@@ -51,6 +51,7 @@ from kforge.registry.model import (
     Manifest,
     Status,
     VerifyOutcome,
+    check_name,
     parse_vectors,
 )
 from kforge.registry.policy import RegistryPolicy
@@ -186,7 +187,7 @@ class Registry:
                 entry=entries[int(row["program_seq"])].label,
                 from_status=row["from_status"],
                 to_status=str(row["to_status"]),
-                agent=bytes(row["agent"]).hex(),
+                agent=as_blob(row["agent"]).hex(),
                 reason=str(row["reason"]),
                 at_ms=int(row["at_ms"]),
             )
@@ -204,9 +205,15 @@ class Registry:
         for row in rows:
             if int(row["attempt"]) != wanted:
                 continue
-            body = json.loads(self.artifact(Hash256(bytes(row["report_hash"]))))
-            results.append(_gate_result(body))
+            results.append(self._gate_result(row))
         return results
+
+    def _gate_result(self, row: dict[str, Any]) -> GateResult:
+        """One gate result row and its report; ``LedgerTampered`` when they do not parse."""
+        try:
+            return _gate_result(json.loads(self.artifact(Hash256(as_blob(row["report_hash"])))))
+        except (ValueError, TypeError, KeyError) as error:
+            raise _unreadable("gate_results", row, error) from None
 
     def artifact(self, digest: Hash256) -> bytes:
         """An artifact's bytes; ``LedgerTampered`` when they no longer match the hash."""
@@ -229,6 +236,19 @@ class Registry:
                         bundles[run["vector"]] = self.artifact(Hash256.from_hex(run["proof"]))
         return bundles
 
+    def export_files(self, name: str, version: str) -> dict[str, bytes]:
+        """File name → bytes of an export: ``NAME-VERSION.frgp`` and a proof bundle per vector.
+
+        Every name that goes into a file name is checked against the naming rule
+        here, as read from the ledger (a ledger written by hand may hold any name),
+        so a file name is never a path.
+        """
+        stem = f"{check_name('program name', name)}-{check_name('version', version)}"
+        files = {f"{stem}.frgp": self.program(name, version).encoded}
+        for vector, bundle in sorted(self.proof_bundles(name, version).items()):
+            files[f"{stem}.{check_name('test vector name', vector)}.proof"] = bundle
+        return files
+
     def show(self, name: str, version: str) -> dict[str, Any]:
         """Everything the ledger holds about one entry, as JSON-able data."""
         entry = self.entry(name, version)
@@ -246,8 +266,18 @@ class Registry:
         }
 
     def verify_ledger(self) -> LedgerCheck:
-        """Walk the whole hash chain and every artifact (see :meth:`Ledger.verify`)."""
-        return self.ledger.verify()
+        """Walk the whole hash chain and every artifact (see :meth:`Ledger.verify`), then
+        every promotion row's signed request and its signer's authority."""
+        check = self.ledger.verify()
+        if not check.ok:  # rows that do not match the chain are not read any further
+            return check
+        problems = [
+            problem
+            for entry in self.entries()
+            for row in self._promotions(entry)
+            for problem in self._promotion_problems(entry, row)
+        ]
+        return dataclasses.replace(check, ok=not problems, problems=tuple(problems))
 
     # ------------------------------------------------------------------ proposing
 
@@ -268,8 +298,8 @@ class Registry:
         The vectors must parse (``VectorFormatError``); the source need not decode
         (the decode gate will say why).  ``name@version`` may be proposed once.
         """
-        if not name or not version:
-            raise ValueError("a proposal needs a name and a version")
+        check_name("program name", name)
+        check_name("version", version)
         manifest = manifest or Manifest()
         if is_starlark_name(filename) and not manifest.language:
             manifest = dataclasses.replace(manifest, language="starlark")
@@ -614,7 +644,7 @@ class Registry:
         if not rows:
             raise ProgramNotTrusted(program_id, "not in the registry")
         entries = [_entry(row) for row in rows]
-        trusted: list[dict[str, Any]] = []
+        trusted: list[tuple[Entry, dict[str, Any]]] = []
         statuses: list[str] = []
         for entry in entries:
             log = self._promotions(entry)
@@ -624,23 +654,47 @@ class Registry:
                 raise ProgramRevoked(
                     program_id,
                     entry.label,
-                    bytes(last["agent"]).hex(),
+                    as_blob(last["agent"]).hex(),
                     int(last["at_ms"]),
                     str(last["reason"]),
                 )
             if last["to_status"] == Status.TRUSTED.value:
-                trusted.append(last)
+                trusted.append((entry, last))
         if not trusted:
             raise ProgramNotTrusted(program_id, ", ".join(statuses))
-        for row in trusted:
-            request = parse_request(bytes(row["request"]))
-            if request.program_id != program_id.raw or not signature_valid(
-                request, bytes(row["signature"])
-            ):
-                raise LedgerTampered(
-                    [f"promotion row {row['seq']}: request does not match its signature"]
-                )
+        problems = [p for entry, row in trusted for p in self._promotion_problems(entry, row)]
+        if problems:
+            raise LedgerTampered(problems)
         self.artifact(program_id)  # the container still hashes to the promoted id
+
+    def _promotion_problems(self, entry: Entry, row: dict[str, Any]) -> list[str]:
+        """What is wrong with one promotion row: its request, its signature, its signer.
+
+        The row must say what the request its agent signed says, and a move to
+        TRUSTED or REVOKED must be signed by a promoter of this registry's policy:
+        anyone can sign a request with a key of their own, and anyone who can write
+        the ledger file can chain a row to it.
+        """
+        where = f"promotions row {row['seq']}"
+        try:
+            request = parse_request(as_blob(row["request"]))
+        except (ValueError, TypeError) as error:
+            return [f"{where}: the signed request does not parse ({error})"]
+        problems = []
+        if not signature_valid(request, as_blob(row["signature"])):
+            problems.append(f"{where}: request does not match its signature")
+        program_id = b"" if entry.program_id is None else entry.program_id.raw
+        signed = (request.name, request.version, request.program_id, request.to_status)
+        stored = (entry.name, entry.version, program_id, row["to_status"])
+        if signed != stored or request.agent.raw != as_blob(row["agent"]):
+            problems.append(f"{where}: the row does not say what its signed request says")
+        moves_trust = request.to_status in (Status.TRUSTED.value, Status.REVOKED.value)
+        if moves_trust and request.agent not in self.policy.promoters:
+            problems.append(
+                f"{where}: {request.from_status} -> {request.to_status} is signed by "
+                f"{request.agent.hex}, who is not a promoter under this policy"
+            )
+        return problems
 
     def trusted_program(self, program_id: Hash256) -> ForgeProgram:
         """The TRUSTED program stored under ``program_id`` (a ``kforge.link`` ``Fetch``)."""
@@ -688,17 +742,29 @@ def _status_named(text: str, label: str) -> Status:
         raise InvalidTransition(label, "?", text, "no such status") from None
 
 
+def _unreadable(kind: str, row: dict[str, Any], error: Exception) -> LedgerTampered:
+    """A row that matches the chain but does not parse: someone chained it by hand."""
+    return LedgerTampered([f"{kind} row {row['seq']} does not parse ({type(error).__name__})"])
+
+
 def _entry(row: dict[str, Any]) -> Entry:
+    try:
+        return _parse_entry(row)
+    except (ValueError, TypeError, KeyError) as error:
+        raise _unreadable("programs", row, error) from None
+
+
+def _parse_entry(row: dict[str, Any]) -> Entry:
     program_id = row["program_id"]
     return Entry(
         seq=int(row["seq"]),
         name=str(row["name"]),
         version=str(row["version"]),
-        program_id=None if program_id is None else Hash256(bytes(program_id)),
-        source_hash=Hash256(bytes(row["source_hash"])),
-        vectors_hash=Hash256(bytes(row["vectors_hash"])),
+        program_id=None if program_id is None else Hash256(as_blob(program_id)),
+        source_hash=Hash256(as_blob(row["source_hash"])),
+        vectors_hash=Hash256(as_blob(row["vectors_hash"])),
         manifest=Manifest.from_json(json.loads(row["manifest"])),
-        proposer=AgentId(bytes(row["proposer"])),
+        proposer=AgentId(as_blob(row["proposer"])),
         created_ms=int(row["created_ms"]),
     )
 

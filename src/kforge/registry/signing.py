@@ -77,22 +77,38 @@ class StatusRequest:
         return key.sign(self.canonical_bytes())
 
 
+#: The msgpack type of each field of a request body, in order.
+_FIELD_TYPES: Final = (int, str, str, bytes, str, str, str, int, bytes)
+
+
 def parse_request(blob: bytes) -> StatusRequest:
-    """The request in its canonical bytes; raises ``ValueError`` when they are not one."""
+    """The request in its canonical bytes; raises ``ValueError`` when they are not one.
+
+    Every field is type-checked before use: a number where bytes belong is refused,
+    never turned into that many zero bytes.
+    """
     if not blob.startswith(REQUEST_TAG):
         raise ValueError("not a registry request (bad tag)")
-    body = msgpack.unpackb(blob[len(REQUEST_TAG) :], raw=False)
+    try:
+        body = msgpack.unpackb(blob[len(REQUEST_TAG) :], raw=False)
+    except Exception as error:  # msgpack raises several unrelated types for bad bytes
+        raise ValueError(f"not a registry request ({type(error).__name__})") from None
     if not isinstance(body, list) or len(body) != 9 or body[0] != _VERSION:
         raise ValueError("not a version 1 registry request")
+    for value, kind in zip(body, _FIELD_TYPES, strict=True):
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"a registry request field is a {type(value).__name__}, not {kind}")
+    if len(body[8]) != AgentId.SIZE:
+        raise ValueError("a registry request's agent is not a 32-byte key")
     request = StatusRequest(
-        name=str(body[1]),
-        version=str(body[2]),
-        program_id=bytes(body[3]),
-        from_status=str(body[4]),
-        to_status=str(body[5]),
-        reason=str(body[6]),
-        timestamp_ms=int(body[7]),
-        agent=AgentId(bytes(body[8])),
+        name=body[1],
+        version=body[2],
+        program_id=body[3],
+        from_status=body[4],
+        to_status=body[5],
+        reason=body[6],
+        timestamp_ms=body[7],
+        agent=AgentId(body[8]),
     )
     if request.canonical_bytes() != blob:
         raise ValueError("registry request is not canonical")
