@@ -1212,13 +1212,15 @@ class FunctionCompiler:
         return None
 
     def sequence_literal(self, elements: list[ast.expr], maker: str, is_list: bool) -> int:
-        values = [self.expr(element) for element in elements]
-        if not values and not is_list:
+        """A list or tuple literal: made first, then each element stored as it is
+        computed, so a long literal keeps two values alive, not all of them."""
+        if not elements and not is_list:
             return self.rt("tuple_with", ZERO)
-        result = self.rt(maker, self.const(len(values)))
-        items = self.b.load(result, L.LIST_ITEMS) if is_list else result
+        result = self.rt(maker, self.const(len(elements)))
         offset = 0 if is_list else L.TUPLE_ITEMS
-        for index, value in enumerate(values):
+        for index, element in enumerate(elements):
+            value = self.expr(element)
+            items = self.b.load(result, L.LIST_ITEMS) if is_list else result
             self.b.store(value, items, offset + 8 * index)
         return result
 
@@ -1424,56 +1426,61 @@ class FunctionCompiler:
         return [(name, value) for _, name, value in items]
 
     def arguments_as_values(self, node: ast.Call) -> tuple[int, int]:
-        """The call's arguments as a tuple and a dict (or 0), for the runtime."""
+        """The call's arguments as a tuple and a dict (or 0), for the runtime: evaluated
+        in source order, each stored as soon as it is computed."""
         ordered = self.ordered_arguments(node)
-        values: list[tuple[str | None, ast.expr, int]] = []
-        for name, expression in ordered:
-            inner = expression.value if isinstance(expression, ast.Starred) else expression
-            values.append(
-                (
-                    name if not isinstance(expression, ast.Starred) else "*",
-                    expression,
-                    self.expr(inner),
-                )
-            )
-        plain = [v for name, _, v in values if name is None]
-        has_star = any(name == "*" for name, _, _ in values)
-        positional = self.rt("tuple_with", self.const(len(plain)))
-        for index, value in enumerate(plain):
-            self.b.store(value, positional, L.TUPLE_ITEMS + 8 * index)
-        if has_star:
-            self.b.loc = self.position(node.func, "(")
-            for name, _, value in values:
-                if name == "*":
-                    positional = self.rt("concat_args", positional, value)
-        named = [(name, value) for name, _, value in values if name not in (None, "*", "**")]
+        plain = sum(1 for name, expression in ordered if name is None and not isinstance(expression, ast.Starred))
+        named = sum(1 for name, _ in ordered if name not in (None, "**"))
+        positional = self.rt("tuple_with", self.const(plain))
         keywords = ZERO
-        if named or any(name == "**" for name, _, _ in values):
-            keywords = self.rt("dict_new", self.const(len(named)))
-            for name, value in named:
-                assert name is not None
+        if named or any(name == "**" for name, _ in ordered):
+            keywords = self.rt("dict_new", self.const(named))
+        spread: list[tuple[str, int]] = []  # *args and **kwargs values, applied in order at the end
+        index = 0
+        for name, expression in ordered:
+            if isinstance(expression, ast.Starred):
+                spread.append(("*", self.expr(expression.value)))
+            elif name == "**":
+                spread.append(("**", self.expr(expression)))
+            elif name is None:
+                self.b.store(self.expr(expression), positional, L.TUPLE_ITEMS + 8 * index)
+                index += 1
+            else:
+                value = self.expr(expression)
                 self.rt("dict_set", keywords, self.string(name), value, result=False)
-            for name, _, value in values:
-                if name == "**":
-                    self.b.loc = self.position(node.func, "(")
-                    self.rt("merge_kwargs", keywords, value, result=False)
+        self.b.loc = self.position(node.func, "(")
+        for kind, value in spread:
+            if kind == "*":
+                positional = self.rt("concat_args", positional, value)
+            else:
+                self.rt("merge_kwargs", keywords, value, result=False)
         return positional, keywords
 
     def print_call(self, node: ast.Call, where: Loc) -> int:
         ordered = self.ordered_arguments(node)
+        count = sum(1 for name, _ in ordered if name is None)
+        # many arguments go through a tuple, filled as they are computed
+        arguments = self.rt("tuple_with", self.const(count)) if count > 8 else -1
         separator = -1
         values = []
         for name, expression in ordered:
             value = self.expr(expression)
             if name is None:
-                values.append(value)
+                if arguments >= 0:
+                    self.b.store(value, arguments, L.TUPLE_ITEMS + 8 * len(values))
+                    values.append(ZERO)
+                else:
+                    values.append(value)
             elif name == "sep":
                 separator = value
             else:
                 self.b.loc = where
-                self.error(f"print: unexpected keyword argument {name}", "print")
+                self.error(f'print: unexpected keyword argument "{name}"', "print")
                 self.b.set_block(self.b.new_block())
         self.b.loc = where
+        if arguments >= 0:
+            self.rt("builtin_print", separator if separator >= 0 else ZERO, arguments, result=False)
+            return self.none()
         if separator >= 0:
             separator = self.rt("print_separator", separator)
         buffer = self.rt("output_buffer")
