@@ -25,6 +25,8 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_PROGRAM_BYTES",
     "MAX_SOURCE_BYTES",
+    "MAX_STARLARK_MODULES",
+    "MAX_STARLARK_SOURCE_BYTES",
     "MAX_SYMBOLS",
     "MAX_TRACE_SAMPLES",
     "InputTooLarge",
@@ -50,6 +52,10 @@ MAX_SYMBOLS: Final = 1 << 16
 MAX_LINK_IMPORTS: Final = 4096
 #: Samples in one trace: a proof's sample interval must keep its run under this many.
 MAX_TRACE_SAMPLES: Final = 1 << 20
+#: One Starlark file, in bytes (compiling is linear, but costs about 0.2 s per thousand lines).
+MAX_STARLARK_SOURCE_BYTES: Final = 4 << 20
+#: Files one Starlark program may load, directly or not.
+MAX_STARLARK_MODULES: Final = 256
 
 
 class InputTooLarge(ForgeError):

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kforge.limits import (
+    MAX_CODE_LENGTH,
+    MAX_METADATA_BYTES,
+    MAX_STARLARK_MODULES,
+    MAX_STARLARK_SOURCE_BYTES,
+)
 from kforge.program import ForgeProgram
 from kforge.starlark import builtins as starlark_builtins
 from kforge.starlark import tables
@@ -53,10 +59,8 @@ RUNTIME_MODULES: Final = tuple(
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).
 DEFAULT_MEMORY: Final = 65_536
-#: The largest source file the compiler reads (a compile-time bound on work).
-MAX_SOURCE_BYTES: Final = 4 << 20
-#: The most files one program may load (directly or not).
-MAX_MODULES: Final = 256
+MAX_SOURCE_BYTES: Final = MAX_STARLARK_SOURCE_BYTES
+MAX_MODULES: Final = MAX_STARLARK_MODULES
 
 #: Reads the source of a loaded module, given the name ``load()`` names it by.
 Loader = Callable[[str], str]
@@ -223,11 +227,21 @@ class ProgramCompiler:
             functions, declarations, main.init, memory_size, catch_sites=runtime.catch_sites
         )
         try:
-            return emit_program(unit).program
+            program = emit_program(unit).program
         except OutOfRegisters as error:
             raise StarlarkCompileError(
                 main.filename, 1, 1, f"function {error} is too large to compile"
             ) from None
+        if len(program.code) > MAX_CODE_LENGTH or len(program.metadata) > MAX_METADATA_BYTES:
+            raise StarlarkCompileError(
+                main.filename,
+                1,
+                1,
+                f"the program is too large: {len(program.code)} instructions "
+                f"(at most {MAX_CODE_LENGTH}), {len(program.metadata)} bytes of source map "
+                f"(at most {MAX_METADATA_BYTES})",
+            )
+        return program
 
 
 def forge_source() -> str:
