@@ -551,7 +551,7 @@ class FunctionCompiler:
         self.b.jmp(head)
         self.b.set_block(head)
         item = self.rt("iter_item", sequence, index)
-        self.b.br("NZ", item, -1, run, finished)
+        self.b.br("NZ", item, -1, run, done)
         self.b.set_block(run)
         self.b.op("ADD", index, ONE, dst=index)
         before = set(self.assigned)
