@@ -1,7 +1,8 @@
 """Dicts: an insertion-ordered table of entries with an open-addressing index.
 
 Entries (hash, key, value) are appended in insertion order; deleting one clears its
-key and leaves a hole that the next growth (or iteration) compacts away.  A dict of
+key and leaves a hole that the next growth (or iteration) compacts away, in place when
+holes fill half the table.  A dict of
 up to :data:`LINEAR_MAX` entries has no index and is searched by scanning its
 entries' hashes, which is faster at that size and saves memory; a larger one has an
 index of ``2 * capacity`` words (entry number + 1, or 0 for empty) probed as
@@ -15,13 +16,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, store
+from kforge.starlark.runtime.intrinsics import load, noreturn, store
+from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc, alloc_object, copy_bytes, error
-    from kforge.starlark.runtime.format import error_with_value
-    from kforge.starlark.runtime.strings import string_concat
-    from kforge.starlark.runtime.values import dict_find, hash_value
+    from kforge.starlark.runtime.core import (
+        alloc,
+        alloc_object,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        error,
+    )
+    from kforge.starlark.runtime.format import write_repr
+    from kforge.starlark.runtime.values import dict_find, error_compare_depth, hash_value
 
 LINEAR_MAX: Final = 8
 ENTRY: Final = L.DICT_ENTRY_SIZE
@@ -37,30 +45,47 @@ def dict_new(capacity: int) -> int:
 
 def check_dict_mutable(d: int, verb: int) -> None:
     """``cannot insert into frozen hash table`` and its siblings (Go's words)."""
+    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+        error_dict_immutable(d, verb, 0, 0)
+
+
+@noreturn
+def error_dict_immutable(d: int, verb: int, prefix: int, builtin: int) -> None:
+    """``cannot VERB frozen hash table`` or ``... hash table during iteration``, after
+    ``PREFIX: `` if ``prefix``; ``builtin`` names the method that tried, or is 0."""
+    b = buf_new(64)
+    if prefix != 0:
+        buf_str(b, prefix)
+        buf_str(b, ": ")
+    buf_str(b, "cannot ")
+    buf_str(b, verb)
     if load(d) & L.FLAG_FROZEN:
-        error(string_concat(string_concat("cannot ", verb), " frozen hash table"), 0)
-    if load(d + L.DICT_ITERS) != 0:
-        error(string_concat(string_concat("cannot ", verb), " hash table during iteration"), 0)
+        buf_str(b, " frozen hash table")
+    else:
+        buf_str(b, " hash table during iteration")
+    error(buf_to_string(b, L.TAG_STRING), builtin)
 
 
 def dict_resize(d: int, capacity: int) -> None:
-    """Give ``d`` room for ``capacity`` entries, dropping holes; rebuild the index."""
+    """Give ``d`` a new table for ``capacity`` entries, dropping holes."""
     if capacity > (1 << 32):
         error("dict too large", 0)
     old = load(d + L.DICT_ENTRIES)
-    used = load(d + L.DICT_USED)
+    end = old + ENTRY * load(d + L.DICT_USED)
     block = alloc(L.BLOCK_DATA + ENTRY * capacity)
     store(block, L.TAG_BLOCK)
     store(block + L.BLOCK_CAP, ENTRY * capacity)
     entries = block + L.BLOCK_DATA
-    count = 0
-    i = 0
-    while i < used:
-        e = old + ENTRY * i
-        if load(e + 8) != 0:
-            copy_bytes(entries + ENTRY * count, e, ENTRY)
-            count += 1
-        i += 1
+    target = entries
+    while old < end:
+        key = load(old + 8)
+        if key != 0:
+            store(target, load(old))
+            store(target + 8, key)
+            store(target + 16, load(old + 16))
+            target += ENTRY
+        old += ENTRY
+    count = (target - entries) // ENTRY
     store(d + L.DICT_ENTRIES, entries)
     store(d + L.DICT_CAP, capacity)
     store(d + L.DICT_USED, count)
@@ -74,13 +99,22 @@ def dict_resize(d: int, capacity: int) -> None:
     index_block = alloc(L.BLOCK_DATA + 8 * size)
     store(index_block, L.TAG_BLOCK)
     store(index_block + L.BLOCK_CAP, 8 * size)
-    index = index_block + L.BLOCK_DATA
-    store(d + L.DICT_INDEX, index)
+    store(d + L.DICT_INDEX, index_block + L.BLOCK_DATA)
     store(d + L.DICT_MASK, size - 1)
-    i = 0
-    while i < count:
-        index_insert(index, size - 1, load(entries + ENTRY * i), i + 1)
-        i += 1
+    index_entries(d)
+
+
+def index_entries(d: int) -> None:
+    """Enter every entry of ``d`` (which has no holes) in its empty index."""
+    index = load(d + L.DICT_INDEX)
+    mask = load(d + L.DICT_MASK)
+    e = load(d + L.DICT_ENTRIES)
+    count = load(d + L.DICT_USED)
+    number = 1
+    while number <= count:
+        index_insert(index, mask, load(e), number)
+        e += ENTRY
+        number += 1
 
 
 def index_insert(index: int, mask: int, h: int, number: int) -> None:
@@ -93,9 +127,31 @@ def index_insert(index: int, mask: int, h: int, number: int) -> None:
 
 
 def dict_compact(d: int) -> None:
-    """Drop the holes deleted entries left (keeps the order)."""
-    if load(d + L.DICT_USED) != load(d + L.DICT_LEN):
-        dict_resize(d, load(d + L.DICT_CAP))
+    """Drop the holes deleted entries left, in place (keeps the order)."""
+    live = load(d + L.DICT_LEN)
+    used = load(d + L.DICT_USED)
+    if used == live:
+        return
+    e = load(d + L.DICT_ENTRIES)
+    end = e + ENTRY * used
+    target = e
+    while e < end:
+        key = load(e + 8)
+        if key != 0:
+            if target != e:
+                store(target, load(e))
+                store(target + 8, key)
+                store(target + 16, load(e + 16))
+            target += ENTRY
+        e += ENTRY
+    store(d + L.DICT_USED, live)
+    index = load(d + L.DICT_INDEX)
+    if index != 0:
+        last = index + 8 * load(d + L.DICT_MASK)
+        while index <= last:
+            store(index, 0)
+            index += 8
+        index_entries(d)
 
 
 def dict_set(d: int, key: int, value: int) -> None:
@@ -105,20 +161,29 @@ def dict_set(d: int, key: int, value: int) -> None:
 
 
 def dict_put(d: int, key: int, value: int, h: int) -> None:
+    """Set ``key`` (of hash ``h``) to ``value``, with no mutability check."""
     e = dict_find(d, key, h)
-    if e != 0:
-        store(e + 16, value)
+    if e == 0:
+        dict_add(d, key, value, h)
         return
+    if e == LOOKUP_FAILED:
+        error_compare_depth(0)
+    store(e + 16, value)
+
+
+def dict_add(d: int, key: int, value: int, h: int) -> None:
+    """Add an entry for ``key`` (of hash ``h``), which ``d`` does not hold."""
     used = load(d + L.DICT_USED)
-    capacity = load(d + L.DICT_CAP)
-    if used == capacity:
-        wanted = 2 * load(d + L.DICT_LEN)
-        if wanted < 4:
-            wanted = 4
-        if wanted <= load(d + L.DICT_LEN):
-            wanted = load(d + L.DICT_LEN) + 1
-        dict_resize(d, wanted)
-        used = load(d + L.DICT_USED)
+    if used == load(d + L.DICT_CAP):
+        live = load(d + L.DICT_LEN)
+        if 2 * live <= used and live < used:
+            dict_compact(d)  # holes fill half the table: reuse it
+        else:
+            wanted = 2 * live
+            if wanted < 4:
+                wanted = 4
+            dict_resize(d, wanted)
+        used = live
     e = load(d + L.DICT_ENTRIES) + ENTRY * used
     store(e, h)
     store(e + 8, key)
@@ -133,27 +198,31 @@ def dict_put(d: int, key: int, value: int, h: int) -> None:
 def dict_literal_set(d: int, key: int, value: int) -> None:
     """An entry of a dict literal: a key given twice is an error."""
     h = hash_value(key)
-    if dict_find(d, key, h) != 0:
-        error_with_value("duplicate key: ", key, "")
-    dict_put(d, key, value, h)
+    e = dict_find(d, key, h)
+    if e == LOOKUP_FAILED:
+        error_compare_depth(0)
+    if e != 0:
+        b = buf_new(32)
+        buf_str(b, "duplicate key: ")
+        write_repr(b, key)
+        error(buf_to_string(b, L.TAG_STRING), 0)
+    dict_add(d, key, value, h)
 
 
 def dict_get_entry(d: int, key: int) -> int:
     """The entry of ``key`` (an error if ``key`` is unhashable), or 0."""
-    return dict_find(d, key, hash_value(key))
-
-
-def dict_delete(d: int, key: int) -> int:
-    """Remove ``key``; returns its value, or 0 if it was absent."""
-    check_dict_mutable(d, "delete from")
     e = dict_find(d, key, hash_value(key))
-    if e == 0:
-        return 0
-    value = load(e + 16)
+    if e == LOOKUP_FAILED:
+        error_compare_depth(0)
+    return e
+
+
+def dict_remove_entry(d: int, e: int) -> None:
+    """Delete entry ``e`` of ``d``: it becomes a hole, dropped when the dict next grows
+    or is iterated."""
     store(e + 8, 0)
     store(e + 16, 0)
     store(d + L.DICT_LEN, load(d + L.DICT_LEN) - 1)
-    return value
 
 
 def dict_update_from(d: int, other: int) -> None:
@@ -170,8 +239,20 @@ def dict_update_from(d: int, other: int) -> None:
 
 
 def dict_copy(d: int) -> int:
-    result = dict_new(load(d + L.DICT_LEN))
-    dict_update_from(result, d)
+    """A new dict with the entries of ``d`` (whose keys are distinct: no lookups)."""
+    n = load(d + L.DICT_LEN)
+    result = dict_new(n)
+    if n == 0:
+        return result
+    entries = load(d + L.DICT_ENTRIES)
+    used = load(d + L.DICT_USED)
+    i = 0
+    while i < used:
+        e = entries + ENTRY * i
+        key = load(e + 8)
+        if key != 0:
+            dict_add(result, key, load(e + 16), load(e))
+        i += 1
     return result
 
 

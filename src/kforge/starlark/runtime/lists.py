@@ -12,11 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, slt, store
+from kforge.starlark.runtime.intrinsics import load, noreturn, sar, slt, store
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
-    from kforge.starlark.runtime.strings import string_concat
+    from kforge.starlark.runtime.core import (
+        alloc_object,
+        buf_decimal,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        copy_bytes,
+        error,
+    )
+    from kforge.starlark.runtime.format import error_with_value
 
 
 def items_block(capacity: int) -> int:
@@ -88,10 +96,25 @@ def list_append_unchecked(lst: int, x: int) -> None:
 def check_list_mutable(lst: int, verb: int) -> None:
     """Go's rule for changing a list: not frozen, not being iterated.  ``verb`` (a str)
     says what the change does, for the message: ``cannot append to frozen list``."""
+    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+        error_list_immutable(lst, verb, 0)
+
+
+@noreturn
+def error_list_immutable(lst: int, verb: int, builtin: int) -> None:
+    """``cannot VERB frozen list`` or ``cannot VERB list during iteration``, after
+    ``NAME: `` when ``builtin`` names the method that tried."""
+    b = buf_new(64)
+    if builtin != 0:
+        buf_str(b, builtin)
+        buf_str(b, ": ")
+    buf_str(b, "cannot ")
+    buf_str(b, verb)
     if load(lst) & L.FLAG_FROZEN:
-        error(string_concat(string_concat("cannot ", verb), " frozen list"), 0)
-    if load(lst + L.LIST_ITERS) != 0:
-        error(string_concat(string_concat("cannot ", verb), " list during iteration"), 0)
+        buf_str(b, " frozen list")
+    else:
+        buf_str(b, " list during iteration")
+    error(buf_to_string(b, L.TAG_STRING), builtin)
 
 
 def list_concat(a: int, b: int) -> int:
@@ -114,19 +137,24 @@ def list_extend_from(lst: int, other: int) -> None:
 
 
 def repeat_count(count: int, length: int) -> int:
-    """The number of copies ``x * count`` makes (0 for negative); an error if the result
-    would be absurdly large."""
-    if (count & 1) == 0:
-        if (load(count + L.BIGINT_INFO) >> 32) != 0:
-            return 0
-        if length != 0:
-            error("excessive repeat count", 0)
+    """The number of copies ``x * count`` makes of a sequence of ``length`` items (0 for
+    a count below 1), with Go's limits: the count must fit 32 bits (``repeat count N
+    too large``), the result must have fewer than 2**30 items."""
+    if length == 0:
         return 0
-    if slt(count, 0):
+    if (count & 1) == 0 or (sar(count, 1) + (1 << 31)) >= (1 << 32):
+        error_with_value("repeat count ", count, " too large")
+    times = sar(count, 1)
+    if slt(times, 1):
         return 0
-    times = count >> 1
-    if length != 0 and times > (1 << 32) // length:
-        error("excessive repeat count", 0)
+    if times > ((1 << 30) - 1) // length:
+        b = buf_new(64)
+        buf_str(b, "excessive repeat (")
+        buf_decimal(b, length)
+        buf_str(b, " * ")
+        buf_decimal(b, times)
+        buf_str(b, " elements)")
+        error(buf_to_string(b, L.TAG_STRING), 0)
     return times
 
 

@@ -14,21 +14,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, sar, sge, slt, store, storeb
+from kforge.starlark.runtime.intrinsics import load, loadb, noreturn, sar, sge, slt, store, storeb
+from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import buf_decimal, buf_new, buf_str, buf_to_string, error
+    from kforge.starlark.runtime.core import (
+        buf_decimal,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        copy_bytes,
+        error,
+    )
     from kforge.starlark.runtime.dicts import dict_compact, dict_get_entry, dict_key_at, dict_set
-    from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed
-    from kforge.starlark.runtime.ranges import make_range
+    from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed, write_str
     from kforge.starlark.runtime.lists import (
         check_list_mutable,
         list_append_unchecked,
-        list_from_items,
+        list_extend_from,
+        list_reserve,
         list_with,
-        tuple_from_items,
         tuple_with,
     )
+    from kforge.starlark.runtime.ranges import make_range
     from kforge.starlark.runtime.strings import (
         string_find_bytes,
         string_new,
@@ -36,11 +44,11 @@ if TYPE_CHECKING:
         utf8_decode,
     )
     from kforge.starlark.runtime.values import (
+        dict_find,
         equal,
         error_binary,
-        error_two_types,
         error_with_type,
-        new_elems,
+        hash_soft,
         small,
         tag_of,
         type_name,
@@ -51,15 +59,29 @@ if TYPE_CHECKING:
 
 
 def index_word(v: int, what: int) -> int:
-    """An index argument as a signed machine word (Go's ``AsInt32`` errors)."""
+    """An index argument as a signed machine word (Go's ``AsInt32`` errors, after
+    ``what``)."""
+    return int32_argument(v, what, 0)
+
+
+def int32_argument(v: int, what: int, builtin: int) -> int:
+    """An int argument that must fit 32 bits, as a signed machine word: Go's
+    ``AsInt32``, whose errors (``got string, want int``, ``V out of range``) follow
+    ``what``; ``builtin`` names the builtin that failed, or is 0."""
     if v & 1:
         n = sar(v, 1)
-        if slt(n, 0 - (1 << 31)) or sge(n, 1 << 31):
-            error_with_value(what, v, " out of range")
-        return n
-    if tag_of(v) == L.TAG_BIGINT:
-        error_with_value(what, v, " out of range")
-    error_with_type(string_concat_text(what, "got "), v, ", want int", 0)
+        if slt(n, 0 - (1 << 31)) == 0 and slt(n, 1 << 31):
+            return n
+    b = buf_new(64)
+    buf_str(b, what)
+    if tag_of(v) == L.TAG_BIGINT or v & 1:
+        write_str(b, v)
+        buf_str(b, " out of range")
+    else:
+        buf_str(b, "got ")
+        buf_str(b, type_name(v))
+        buf_str(b, ", want int")
+    error(buf_to_string(b, L.TAG_STRING), builtin)
     return 0
 
 
@@ -70,16 +92,24 @@ def string_concat_text(a: int, b: int) -> int:
     return buf_to_string(buffer, L.TAG_STRING)
 
 
-def index_in(v: int, n: int, container: int) -> int:
-    """The position ``container[v]`` names (negative counts from the end), or an error."""
-    what = index_prefix(container)
-    i = index_word(v, what)
-    original = i
-    if slt(i, 0):
-        i += n
-    if slt(i, 0) or sge(i, n):
-        error_out_of_range(original, n, container)
-    return i
+def index_in(v: int, n: int, container: int, named: int) -> int:
+    """The position ``container[v]`` names in a sequence of ``n`` items (negative counts
+    from the end), or an error.  An index that is no 32-bit int is refused after
+    ``list index: `` when ``named`` (reading), bare (assigning), as Go words them."""
+    if v & 1:
+        i = sar(v, 1)
+        if i + (1 << 31) < (1 << 32):
+            j = i
+            if slt(j, 0):
+                j += n
+            if j < n:
+                return j
+            error(out_of_range_message(i, n, container), 0)
+    what = ""
+    if named:
+        what = index_prefix(container)
+    int32_argument(v, what, 0)
+    return 0
 
 
 def index_prefix(container: int) -> int:
@@ -87,7 +117,8 @@ def index_prefix(container: int) -> int:
     return string_concat_text(type_name(container), " index: ")
 
 
-def error_out_of_range(i: int, n: int, container: int) -> None:
+def out_of_range_message(i: int, n: int, container: int) -> int:
+    """``list index 5 out of range [-2:1]``, or ``index 0 out of range: empty list``."""
     b = buf_new(64)
     if n == 0:
         buf_str(b, "index ")
@@ -103,14 +134,14 @@ def error_out_of_range(i: int, n: int, container: int) -> None:
         buf_str(b, ":")
         write_signed(b, n - 1)
         buf_str(b, "]")
-    error(buf_to_string(b, L.TAG_STRING), 0)
+    return buf_to_string(b, L.TAG_STRING)
 
 
 def get_index(x: int, key: int) -> int:
     """``x[key]``."""
     tag = tag_of(x)
     if tag == L.TAG_LIST:
-        i = index_in(key, load(x + L.LIST_LEN), x)
+        i = index_in(key, load(x + L.LIST_LEN), x, 1)
         return load(load(x + L.LIST_ITEMS) + 8 * i)
     if tag == L.TAG_DICT:
         e = dict_get_entry(x, key)
@@ -122,26 +153,20 @@ def get_index(x: int, key: int) -> int:
             error(buf_to_string(b, L.TAG_STRING), 0)
         return load(e + 16)
     if tag == L.TAG_TUPLE:
-        i = index_in(key, load(x + L.TUPLE_LEN), x)
+        i = index_in(key, load(x + L.TUPLE_LEN), x, 1)
         return load(x + L.TUPLE_ITEMS + 8 * i)
     if tag == L.TAG_STRING:
-        i = index_in(key, load(x + L.STR_LEN), x)
+        i = index_in(key, load(x + L.STR_LEN), x, 1)
         return byte_string(loadb(x + L.STR_DATA + i))
     if tag == L.TAG_BYTES:
-        i = index_in(key, load(x + L.STR_LEN), x)
+        i = index_in(key, load(x + L.STR_LEN), x, 1)
         return substring(x, i, 1)
     if tag == L.TAG_RANGE:
-        i = index_in(key, load(x + L.RANGE_LEN), x)
+        i = index_in(key, load(x + L.RANGE_LEN), x, 1)
         return small(load(x + L.RANGE_START) + i * load(x + L.RANGE_STEP))
     if tag == L.TAG_STRING_ELEMS:
         return elems_index(x, key)
-    b = buf_new(32)
-    buf_str(b, "unhandled index operation ")
-    buf_str(b, type_name(x))
-    buf_str(b, "[")
-    buf_str(b, type_name(key))
-    buf_str(b, "]")
-    error(buf_to_string(b, L.TAG_STRING), 0)
+    error_unhandled_index(x, key)
     return 0
 
 
@@ -162,22 +187,34 @@ def elems_indexable(x: int) -> int:
 
 
 def elems_index(x: int, key: int) -> int:
+    """``s.elems()[i]`` and ``s.elem_ords()[i]``; Go's other views have no index."""
     if elems_indexable(x) == 0:
-        error_two_types("unhandled index operation ", x, "[", key, "]", 0)
+        error_unhandled_index(x, key)
     s = load(x + L.ELEMS_STRING)
-    i = index_in(key, load(s + L.STR_LEN), x)
+    i = index_in(key, load(s + L.STR_LEN), x, 1)
     c = loadb(s + L.STR_DATA + i)
     if load(x + L.ELEMS_KIND) == L.ELEMS_ELEMS:
         return byte_string(c)
     return small(c)
 
 
+@noreturn
+def error_unhandled_index(x: int, key: int) -> None:
+    b = buf_new(32)
+    buf_str(b, "unhandled index operation ")
+    buf_str(b, type_name(x))
+    buf_str(b, "[")
+    buf_str(b, type_name(key))
+    buf_str(b, "]")
+    error(buf_to_string(b, L.TAG_STRING), 0)
+
+
 def set_index(x: int, key: int, value: int) -> None:
     """``x[key] = value``."""
     tag = tag_of(x)
     if tag == L.TAG_LIST:
+        i = index_in(key, load(x + L.LIST_LEN), x, 0)
         check_list_mutable(x, "assign to element of")
-        i = index_in(key, load(x + L.LIST_LEN), x)
         store(load(x + L.LIST_ITEMS) + 8 * i, value)
         return
     if tag == L.TAG_DICT:
@@ -243,8 +280,8 @@ def get_slice(x: int, lo: int, hi: int, step_value: int) -> int:
         return s
     # a range: a range again
     first = load(x + L.RANGE_START) + start * load(x + L.RANGE_STEP)
-    stride = load(x + L.RANGE_STEP) * step
-    return make_range(first, first + count * stride, stride, count)
+    stop = load(x + L.RANGE_START) + end * load(x + L.RANGE_STEP)
+    return make_range(first, stop, load(x + L.RANGE_STEP) * step, count)
 
 
 def length_for_slice(x: int, tag: int) -> int:
@@ -293,7 +330,7 @@ def contains(container: int, item: int) -> int:
     if tag == L.TAG_TUPLE:
         return items_contain(container + L.TUPLE_ITEMS, load(container + L.TUPLE_LEN), item)
     if tag == L.TAG_DICT:
-        return dict_get_entry(container, item) != 0
+        return dict_contains(container, item)
     if tag == L.TAG_STRING:
         if tag_of(item) != L.TAG_STRING:
             error_with_type("'in <string>' requires string as left operand, not ", item, "", 0)
@@ -308,15 +345,29 @@ def contains(container: int, item: int) -> int:
 
 
 def items_contain(items: int, n: int, item: int) -> int:
-    i = 0
-    while i < n:
-        x = load(items + 8 * i)
-        if x == item:
+    """1 if one of ``n`` items equals ``item`` (Go's ``Equal``, with its errors)."""
+    end = items + 8 * n
+    if item & 1:
+        while items < end:
+            if load(items) == item:
+                return 1
+            items += 8
+        return 0
+    while items < end:
+        x = load(items)
+        if (x & 1) == 0 and equal(x, item):
             return 1
-        if equal(x, item):
-            return 1
-        i += 1
+        items += 8
     return 0
+
+
+def dict_contains(d: int, key: int) -> int:
+    """``key in d``: Go takes a key it cannot hash or compare for a missing one."""
+    h = hash_soft(key)
+    if h == 0:
+        return 0
+    e = dict_find(d, key, h)
+    return e != 0 and e != LOOKUP_FAILED
 
 
 def bytes_contains(container: int, item: int) -> int:
@@ -335,13 +386,15 @@ def bytes_contains(container: int, item: int) -> int:
                 return 1
             i += 1
         return 0
-    error_with_type("'in <bytes>' requires bytes or int as left operand, not ", item, "", 0)
+    error_with_type("'in bytes' requires bytes or int as left operand, not ", item, "", 0)
     return 0
 
 
 def range_contains(r: int, item: int) -> int:
     if (item & 1) == 0:
-        return 0
+        if tag_of(item) != L.TAG_INT:
+            error_with_type("'in <range>' requires integer as left operand, not ", item, "", 0)
+        return 0  # a big int: out of any range's (32-bit) bounds
     x = sar(item, 1)
     n = load(r + L.RANGE_LEN)
     if n == 0:
@@ -522,11 +575,18 @@ def iterable_to_list(v: int) -> int:
 
 
 def list_extend_iterable(lst: int, v: int) -> None:
-    """Append every item of ``v`` to ``lst`` (``v`` may be ``lst`` itself)."""
-    if tag_of(v) == L.TAG_LIST:
-        n = load(v + L.LIST_LEN)
-        items = list_from_items(load(v + L.LIST_ITEMS), n)
-        v = items
+    """Append every item of the iterable ``v`` to ``lst`` (``v`` may be ``lst`` itself)."""
+    tag = tag_of(v)
+    if tag == L.TAG_LIST:
+        list_extend_from(lst, v)
+        return
+    if tag == L.TAG_TUPLE:
+        n = load(v + L.TUPLE_LEN)
+        list_reserve(lst, n)
+        m = load(lst + L.LIST_LEN)
+        copy_bytes(load(lst + L.LIST_ITEMS) + 8 * m, v + L.TUPLE_ITEMS, 8 * n)
+        store(lst + L.LIST_LEN, m + n)
+        return
     seq = iter_start(v)
     i = 0
     while True:

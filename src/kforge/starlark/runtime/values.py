@@ -6,10 +6,10 @@ Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, store
+from kforge.starlark.runtime.intrinsics import Global, load, loadb, noreturn, store
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import mag_compare
@@ -70,11 +70,10 @@ def type_name(v: int) -> int:
 
 
 def elems_type_name(v: int) -> int:
-    """Go names the views by their kind of item, not by the method that made them."""
+    """Go's type names of the views: ``codepoint_ords()`` is a ``string.codepoints`` and
+    ``elem_ords()`` a ``string.elems``, the ords being a flag of the same view."""
     kind = load(v + L.ELEMS_KIND)
-    if kind == L.ELEMS_CODEPOINTS:
-        return "string.codepoints"
-    if kind == L.ELEMS_CODEPOINT_ORDS:
+    if kind == L.ELEMS_CODEPOINTS or kind == L.ELEMS_CODEPOINT_ORDS:
         return "string.codepoints"
     if kind == L.ELEMS_BYTES_ELEMS:
         return "bytes.elems"
@@ -193,39 +192,106 @@ def float_truth(v: int) -> int:
 
 
 # -- equality and order ---------------------------------------------------------------
+#
+# Go compares containers item by item, however deeply they nest, up to a limit: a
+# comparison that reaches items nested COMPARE_DEPTH deep fails (with ``comparison
+# exceeded maximum recursion depth``), even when the containers are one and the same.
+# The comparisons below answer FAILED rather than raising, so that ``sorted`` can carry
+# on as Go's does and report the last failure; the callers raise.
+
+#: How deeply containers may nest in a comparison (Go's ``CompareLimit``).
+COMPARE_DEPTH: Final = 10
+#: What a comparison answers when it cannot be made (an order or an equality).
+FAILED: Final = 2
+#: What ``dict_find`` answers when comparing the key with a key of the dict failed.
+LOOKUP_FAILED: Final = 1
+
+# list, tuple and dict are the tags of containers: ``tag - TAG_LIST < 3``
+assert L.TAG_TUPLE == L.TAG_LIST + 1 and L.TAG_DICT == L.TAG_LIST + 2
+
+#: The two values a failed comparison could not order (both 0: nested too deeply).
+_failed_left = Global(__name__)
+_failed_right = Global(__name__)
 
 
 def equal(a: int, b: int) -> int:
-    """1 if ``a == b``."""
+    """1 if ``a == b`` (Go's ``Equal``); an error for containers nested too deeply."""
     if a == b:
-        return 1
-    if (a | b) & 1:
+        if a & 1:
+            return 1
+        if (load(a) & L.TAG_MASK) - L.TAG_LIST >= 3:
+            return 1  # the same value, not a container
+    elif (a | b) & 1:
         return 0  # a small int equals only itself: every int that fits is small
-    ta = load(a) & L.TAG_MASK
-    tb = load(b) & L.TAG_MASK
-    if ta != tb:
+    tag = load(a) & L.TAG_MASK
+    if tag != (load(b) & L.TAG_MASK):
         return 0
-    if ta == L.TAG_STRING or ta == L.TAG_BYTES:
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return bytes_equal(a, b)
-    if ta == L.TAG_BIGINT:
-        return big_equal(a, b)
-    if ta == L.TAG_LIST:
+    if tag - L.TAG_LIST < 3:
+        result = equal_within(a, b, COMPARE_DEPTH)
+        if result == FAILED:
+            error_compare_depth(0)
+        return result
+    return scalars_equal(a, b, tag)
+
+
+def equal_in(a: int, b: int, builtin: int) -> int:
+    """``equal`` for a builtin: its error says ``NAME: comparison exceeded ...``."""
+    if (a | b) & 1:
+        return a == b
+    result = equal_within(a, b, COMPARE_DEPTH)
+    if result == FAILED:
+        error_compare_depth(builtin)
+    return result
+
+
+def equal_within(a: int, b: int, depth: int) -> int:
+    """1 or 0 as ``a == b``, comparing containers at most ``depth`` levels down (Go's
+    ``EqualDepth``), or FAILED."""
+    if depth == 0:
+        return comparison_failed(0, 0)
+    if a == b:
+        if a & 1:
+            return 1
+        if (load(a) & L.TAG_MASK) - L.TAG_LIST >= 3:
+            return 1
+    elif (a | b) & 1:
+        return 0
+    tag = load(a) & L.TAG_MASK
+    if tag != (load(b) & L.TAG_MASK):
+        return 0
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return bytes_equal(a, b)
+    if tag == L.TAG_LIST:
         return items_equal(
             load(a + L.LIST_ITEMS),
             load(a + L.LIST_LEN),
             load(b + L.LIST_ITEMS),
             load(b + L.LIST_LEN),
+            depth,
         )
-    if ta == L.TAG_TUPLE:
+    if tag == L.TAG_TUPLE:
         return items_equal(
-            a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN)
+            a + L.TUPLE_ITEMS,
+            load(a + L.TUPLE_LEN),
+            b + L.TUPLE_ITEMS,
+            load(b + L.TUPLE_LEN),
+            depth,
         )
-    if ta == L.TAG_DICT:
-        return dict_equal(a, b)
-    if ta == L.TAG_RANGE:
+    if tag == L.TAG_DICT:
+        return dict_equal(a, b, depth)
+    return scalars_equal(a, b, tag)
+
+
+def scalars_equal(a: int, b: int, tag: int) -> int:
+    """Two distinct objects of type ``tag`` that are neither strings nor containers."""
+    if tag == L.TAG_BIGINT:
+        return big_equal(a, b)
+    if tag == L.TAG_RANGE:
         return range_equal(a, b)
-    if ta == L.TAG_STRING_ELEMS:
-        # Go compares these views as plain structs: the same kind over equal strings
+    if tag == L.TAG_STRING_ELEMS:
+        # Go compares these views as plain structs: the same kind of view of equal strings
         if load(a + L.ELEMS_KIND) != load(b + L.ELEMS_KIND):
             return 0
         return bytes_equal(load(a + L.ELEMS_STRING), load(b + L.ELEMS_STRING))
@@ -233,6 +299,7 @@ def equal(a: int, b: int) -> int:
 
 
 def bytes_equal(a: int, b: int) -> int:
+    """Two str (or two bytes) objects with the same bytes."""
     n = load(a + L.STR_LEN)
     if n != load(b + L.STR_LEN):
         return 0
@@ -252,16 +319,24 @@ def memory_equal(p: int, q: int, n: int) -> int:
     return 1
 
 
-def items_equal(p: int, n: int, q: int, m: int) -> int:
+def items_equal(p: int, n: int, q: int, m: int, depth: int) -> int:
+    """The items of two lists or tuples at ``depth``: 1, 0 or FAILED."""
     if n != m:
         return 0
+    if n == 0:
+        return 1
+    if depth == 1:
+        return comparison_failed(0, 0)  # the items would be compared at depth 0
     i = 0
     while i < n:
         x = load(p + 8 * i)
         y = load(q + 8 * i)
-        if x != y:
-            if equal(x, y) == 0:
+        if x != y or (x & 1) == 0:
+            if (x | y) & 1:
                 return 0
+            result = equal_within(x, y, depth - 1)
+            if result != 1:
+                return result
         i += 1
     return 1
 
@@ -294,6 +369,18 @@ def compare(a: int, b: int, op: int) -> int:
 def three_way(a: int, b: int, op: int) -> int:
     """-1, 0 or 1 as ``a`` orders before, with or after ``b``; an error for values that
     have no order (``op`` names the comparison for the message)."""
+    order = order_within(a, b, COMPARE_DEPTH)
+    if order == FAILED:
+        error(comparison_failure(op), 0)
+    return order
+
+
+def order_within(a: int, b: int, depth: int) -> int:
+    """-1, 0 or 1 as ``a`` orders before, with or after ``b``, comparing containers at
+    most ``depth`` levels down (Go's ``CompareDepth``); FAILED for values without an
+    order (see ``comparison_failure``)."""
+    if depth == 0:
+        return comparison_failed(0, 0)
     if a & b & 1:
         if a == b:
             return 0
@@ -302,39 +389,75 @@ def three_way(a: int, b: int, op: int) -> int:
         return 1
     ta = tag_of(a)
     tb = tag_of(b)
-    if ta == L.TAG_INT and tb == L.TAG_INT:
-        return big_compare(a, b)
     if ta != tb:
-        error_order(a, b, op)
+        return comparison_failed(a, b)
     if ta == L.TAG_STRING or ta == L.TAG_BYTES:
         return bytes_compare(a, b)
+    if ta == L.TAG_INT:
+        return big_compare(a, b)
+    if ta == L.TAG_LIST:
+        return items_order(
+            load(a + L.LIST_ITEMS),
+            load(a + L.LIST_LEN),
+            load(b + L.LIST_ITEMS),
+            load(b + L.LIST_LEN),
+            depth,
+        )
+    if ta == L.TAG_TUPLE:
+        return items_order(
+            a + L.TUPLE_ITEMS,
+            load(a + L.TUPLE_LEN),
+            b + L.TUPLE_ITEMS,
+            load(b + L.TUPLE_LEN),
+            depth,
+        )
     if ta == L.TAG_BOOL:
         if a == b:
             return 0
         if a == L.FALSE_ADDRESS:
             return 0 - 1
         return 1
-    if ta == L.TAG_LIST:
-        return items_compare(
-            load(a + L.LIST_ITEMS),
-            load(a + L.LIST_LEN),
-            load(b + L.LIST_ITEMS),
-            load(b + L.LIST_LEN),
-            op,
-        )
-    if ta == L.TAG_TUPLE:
-        return items_compare(
-            a + L.TUPLE_ITEMS, load(a + L.TUPLE_LEN), b + L.TUPLE_ITEMS, load(b + L.TUPLE_LEN), op
-        )
-    error_order(a, b, op)
-    return 0
+    return comparison_failed(a, b)
 
 
-def slt_words(a: int, b: int) -> int:
-    return (a ^ L.SIGN_BIT) < (b ^ L.SIGN_BIT)
+def items_order(p: int, n: int, q: int, m: int, depth: int) -> int:
+    """The order of two lists or tuples by their first differing items, then lengths."""
+    common = n
+    if m < n:
+        common = m
+    if common > 0 and depth == 1:
+        return comparison_failed(0, 0)
+    i = 0
+    while i < common:
+        x = load(p + 8 * i)
+        y = load(q + 8 * i)
+        if x != y or (x & 1) == 0:
+            same = equal_within(x, y, depth - 1)
+            if same == FAILED:
+                return FAILED
+            if same == 0:
+                return order_within(x, y, depth - 1)
+        i += 1
+    if n == m:
+        return 0
+    if n < m:
+        return 0 - 1
+    return 1
 
 
-def error_order(a: int, b: int, op: int) -> None:
+def comparison_failed(a: int, b: int) -> int:
+    """Note the values a comparison could not order (0, 0: nested too deeply)."""
+    _failed_left.value = a
+    _failed_right.value = b
+    return FAILED
+
+
+def comparison_failure(op: int) -> int:
+    """The message for the comparison that last failed, made with operator ``op`` (0
+    ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``): ``int < string not implemented``."""
+    a = _failed_left.value
+    if a == 0:
+        return "comparison exceeded maximum recursion depth"
     symbol = "<"
     if op == 1:
         symbol = "<="
@@ -347,9 +470,31 @@ def error_order(a: int, b: int, op: int) -> None:
     buf_str(buffer, " ")
     buf_str(buffer, symbol)
     buf_str(buffer, " ")
-    buf_str(buffer, type_name(b))
+    buf_str(buffer, type_name(_failed_right.value))
     buf_str(buffer, " not implemented")
-    error(buf_to_string(buffer, L.TAG_STRING), 0)
+    return buf_to_string(buffer, L.TAG_STRING)
+
+
+@noreturn
+def error_compare_depth(builtin: int) -> None:
+    """``comparison exceeded maximum recursion depth`` (after ``NAME: `` for a builtin)."""
+    message = "comparison exceeded maximum recursion depth"
+    if builtin != 0:
+        message = prefixed(builtin, message)
+    error(message, builtin)
+
+
+def prefixed(builtin: int, message: int) -> int:
+    """``NAME: message`` (Go's ``nameErr``)."""
+    buffer = buf_new(64)
+    buf_str(buffer, builtin)
+    buf_str(buffer, ": ")
+    buf_str(buffer, message)
+    return buf_to_string(buffer, L.TAG_STRING)
+
+
+def slt_words(a: int, b: int) -> int:
+    return (a ^ L.SIGN_BIT) < (b ^ L.SIGN_BIT)
 
 
 def bytes_compare(a: int, b: int) -> int:
@@ -376,56 +521,93 @@ def bytes_compare(a: int, b: int) -> int:
     return 1
 
 
-def items_compare(p: int, n: int, q: int, m: int, op: int) -> int:
-    i = 0
-    while i < n and i < m:
-        x = load(p + 8 * i)
-        y = load(q + 8 * i)
-        if x != y:
-            if equal(x, y) == 0:
-                return three_way(x, y, op)
-        i += 1
-    if n == m:
-        return 0
-    if n < m:
-        return 0 - 1
-    return 1
-
-
 # -- hashing --------------------------------------------------------------------------
+#
+# Hashes are never observed (a dict iterates in insertion order), so they only need to
+# be cheap and spread well; equal values hash equally, and no hash is 0.
+
+#: The value whose type made the last hash fail (a list inside a tuple, say).
+_unhashable = Global(__name__)
 
 
 def hash_value(v: int) -> int:
-    """The hash dicts use (any word; equal values hash equally); an error for an
-    unhashable value."""
+    """The hash dicts use; an error for an unhashable value."""
     if v & 1:
         return mix(v)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return string_hash(v)
-    if tag == L.TAG_NONE or tag == L.TAG_BOOL:
+    h = hash_object(v)
+    if h == 0:
+        error(unhashable_message(), 0)
+    return h
+
+
+def hash_key(v: int, builtin: int) -> int:
+    """``hash_value`` for a builtin: its error says ``NAME: unhashable type: list``."""
+    if v & 1:
         return mix(v)
-    if tag == L.TAG_BIGINT:
-        return big_hash(v)
+    tag = load(v) & L.TAG_MASK
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return string_hash(v)
+    h = hash_object(v)
+    if h == 0:
+        error(prefixed(builtin, unhashable_message()), builtin)
+    return h
+
+
+def hash_soft(v: int) -> int:
+    """The hash of ``v``, or 0 if it has none."""
+    if v & 1:
+        return mix(v)
+    return hash_object(v)
+
+
+def hash_object(v: int) -> int:
+    """The hash of any value but a small int or a string, or 0 if it has none."""
+    tag = load(v) & L.TAG_MASK
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return string_hash(v)
+    if tag == L.TAG_NONE or tag == L.TAG_BOOL or tag == L.TAG_FUNCTION or tag == L.TAG_BUILTIN:
+        return mix(v)
     if tag == L.TAG_TUPLE:
-        n = load(v + L.TUPLE_LEN)
         h = 0x345678
+        n = load(v + L.TUPLE_LEN)
         i = 0
         while i < n:
-            h = mix(h ^ hash_value(load(v + L.TUPLE_ITEMS + 8 * i)))
+            x = load(v + L.TUPLE_ITEMS + 8 * i)
+            if x & 1:
+                h = mix(h ^ x)
+            else:
+                item = hash_object(x)
+                if item == 0:
+                    return 0
+                h = mix(h ^ item)
             i += 1
-        return h
-    if tag == L.TAG_FUNCTION or tag == L.TAG_BUILTIN or tag == L.TAG_RANGE:
-        if tag != L.TAG_RANGE:
-            return mix(v)
-    if tag == L.TAG_STRING_ELEMS:
-        error_with_type("unhashable: ", v, "", 0)
-    error_with_type("unhashable type: ", v, "", 0)
+        return h | 1
+    if tag == L.TAG_BIGINT:
+        return big_hash(v) | 1
+    _unhashable.value = v
     return 0
 
 
+def unhashable_message() -> int:
+    """``unhashable type: list`` (and dict), ``unhashable: range`` (and the others), as
+    Go words them, for the value that made the last hash fail."""
+    v = _unhashable.value
+    tag = load(v) & L.TAG_MASK
+    buffer = buf_new(32)
+    if tag == L.TAG_LIST or tag == L.TAG_DICT:
+        buf_str(buffer, "unhashable type: ")
+    else:
+        buf_str(buffer, "unhashable: ")
+    buf_str(buffer, type_name(v))
+    return buf_to_string(buffer, L.TAG_STRING)
+
+
 def mix(x: int) -> int:
-    """A cheap 64-bit mixer (two multiply-xorshift rounds)."""
+    """A cheap 64-bit mixer (two multiply-xorshift rounds); a bijection, so only 0 mixes
+    to 0."""
     x = (x ^ (x >> 31)) * 0x7FB5D329728EA185
     x = (x ^ (x >> 27)) * 0x81DADEF4BC2DD44D
     return x ^ (x >> 33)
@@ -513,7 +695,8 @@ def int_sign(v: int) -> int:
     return 1
 
 
-def dict_equal(a: int, b: int) -> int:
+def dict_equal(a: int, b: int, depth: int) -> int:
+    """Two dicts with the same keys and equal values at ``depth``: 1, 0 or FAILED."""
     if load(a + L.DICT_LEN) != load(b + L.DICT_LEN):
         return 0
     entries = load(a + L.DICT_ENTRIES)
@@ -523,40 +706,45 @@ def dict_equal(a: int, b: int) -> int:
         e = entries + L.DICT_ENTRY_SIZE * i
         key = load(e + 8)
         if key != 0:
-            other = dict_lookup(b, key)
-            if other == 0:
-                return 0
-            if equal(load(e + 16), other) == 0:
-                return 0
+            other = dict_find(b, key, load(e))
+            if other == 0 or other == LOOKUP_FAILED:
+                return 0  # Go's lookup here takes a failed comparison for a missing key
+            if depth == 1:
+                return comparison_failed(0, 0)
+            x = load(e + 16)
+            y = load(other + 16)
+            if x != y or (x & 1) == 0:
+                if (x | y) & 1:
+                    return 0
+                result = equal_within(x, y, depth - 1)
+                if result != 1:
+                    return result
         i += 1
     return 1
 
 
-def dict_lookup(d: int, key: int) -> int:
-    """The value of ``key`` in dict ``d``, or 0."""
-    entry = dict_find(d, key, hash_value(key))
-    if entry == 0:
-        return 0
-    return load(entry + 16)
-
-
 def dict_find(d: int, key: int, h: int) -> int:
-    """The address of ``key`` 's entry in dict ``d`` (hash ``h``), or 0."""
+    """The address of ``key`` 's entry in dict ``d`` (``h`` its hash), 0 if it has none,
+    or LOOKUP_FAILED if comparing ``key`` with a key of ``d`` failed (tuples nested too
+    deeply)."""
     entries = load(d + L.DICT_ENTRIES)
     index = load(d + L.DICT_INDEX)
     if index == 0:  # a small dict: scan its entries
         used = load(d + L.DICT_USED)
-        i = 0
-        while i < used:
-            e = entries + L.DICT_ENTRY_SIZE * i
+        e = entries
+        end = entries + L.DICT_ENTRY_SIZE * used
+        while e < end:
             if load(e) == h:
                 k = load(e + 8)
-                if k == key:
+                if k == key and (key & 1 or (load(key) & L.TAG_MASK) != L.TAG_TUPLE):
                     return e
-                if k != 0:
-                    if equal(k, key):
+                if k & 1 == 0 and key & 1 == 0 and k != 0:
+                    same = keys_equal(k, key)
+                    if same == 1:
                         return e
-            i += 1
+                    if same == FAILED:
+                        return LOOKUP_FAILED
+            e += L.DICT_ENTRY_SIZE
         return 0
     mask = load(d + L.DICT_MASK)
     slot = h & mask
@@ -568,13 +756,73 @@ def dict_find(d: int, key: int, h: int) -> int:
         e = entries + L.DICT_ENTRY_SIZE * (number - 1)
         if load(e) == h:
             k = load(e + 8)
-            if k == key:
+            if k == key and (key & 1 or (load(key) & L.TAG_MASK) != L.TAG_TUPLE):
                 return e
-            if k != 0:
-                if equal(k, key):
+            if k & 1 == 0 and key & 1 == 0 and k != 0:
+                same = keys_equal(k, key)
+                if same == 1:
                     return e
+                if same == FAILED:
+                    return LOOKUP_FAILED
         perturb = perturb >> 5
         slot = (slot * 5 + 1 + perturb) & mask
+
+
+def keys_equal(a: int, b: int) -> int:
+    """Two hashable objects with the same hash: 1 or 0 as they are equal, or FAILED for
+    tuples nested too deeply.  (Hashable values hold no lists or dicts, so this never
+    reaches ``dict_equal``, which calls ``dict_find``.)"""
+    tag = load(a) & L.TAG_MASK
+    if tag != (load(b) & L.TAG_MASK):
+        return 0
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return bytes_equal(a, b)
+    if tag == L.TAG_TUPLE:
+        return tuple_keys_equal(a, b, COMPARE_DEPTH)
+    if tag == L.TAG_BIGINT:
+        return big_equal(a, b)
+    return 0
+
+
+def tuple_keys_equal(a: int, b: int, depth: int) -> int:
+    """``items_equal`` for two tuples of hashable values (see ``keys_equal``)."""
+    n = load(a + L.TUPLE_LEN)
+    if n != load(b + L.TUPLE_LEN):
+        return 0
+    if n == 0:
+        return 1
+    if depth == 1:
+        return comparison_failed(0, 0)
+    i = 0
+    while i < n:
+        x = load(a + L.TUPLE_ITEMS + 8 * i)
+        y = load(b + L.TUPLE_ITEMS + 8 * i)
+        i += 1
+        if x & 1:
+            if x != y:
+                return 0
+            continue
+        if y & 1:
+            return 0
+        tag = load(x) & L.TAG_MASK
+        if tag == L.TAG_TUPLE:
+            if (load(y) & L.TAG_MASK) != L.TAG_TUPLE:
+                return 0
+            same = tuple_keys_equal(x, y, depth - 1)
+            if same != 1:
+                return same
+        elif x != y:
+            if tag != (load(y) & L.TAG_MASK):
+                return 0
+            if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+                if bytes_equal(x, y) == 0:
+                    return 0
+            elif tag == L.TAG_BIGINT:
+                if big_equal(x, y) == 0:
+                    return 0
+            else:
+                return 0  # distinct None, bool or functions
+    return 1
 
 
 def store_word(address: int, value: int) -> None:
