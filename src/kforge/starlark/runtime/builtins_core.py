@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load
+from kforge.starlark.runtime.intrinsics import load, noreturn, sar
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
         error,
         output_buffer,
     )
-    from kforge.starlark.runtime.dicts import dict_copy, dict_new, dict_set
+    from kforge.starlark.runtime.dict_methods import update_dict
+    from kforge.starlark.runtime.dicts import dict_copy, dict_new
     from kforge.starlark.runtime.format import (
         print_end,
         print_separator,
@@ -95,7 +96,7 @@ def builtin_list(x: int) -> int:
     if x == 0:
         return list_from_items(0, 0)
     if is_iterable(x) == 0:
-        error_with_type("list: for parameter 1: got ", x, ", want iterable", "list")
+        error_argument_type("list", "1", x, "iterable")
     return iterable_to_list(x)
 
 
@@ -105,61 +106,18 @@ def builtin_tuple(x: int) -> int:
     if tag_of(x) == L.TAG_TUPLE:
         return x
     if is_iterable(x) == 0:
-        error_with_type("tuple: for parameter 1: got ", x, ", want iterable", "tuple")
+        error_argument_type("tuple", "1", x, "iterable")
     items = iterable_to_list(x)
     return tuple_from_items(load(items + L.LIST_ITEMS), load(items + L.LIST_LEN))
 
 
 def builtin_dict(pairs: int, kwargs: int) -> int:
     """``dict(pairs?, **kwargs)``."""
-    if pairs == 0:
-        result = dict_new(0)
-    elif tag_of(pairs) == L.TAG_DICT:
-        result = dict_copy(pairs)
-    else:
-        result = dict_new(0)
-        if is_iterable(pairs) == 0:
-            error_with_type("dict: got ", pairs, ", want iterable", "dict")
-        items = iterable_to_list(pairs)
-        n = load(items + L.LIST_LEN)
-        address = load(items + L.LIST_ITEMS)
-        i = 0
-        while i < n:
-            pair = load(address + 8 * i)
-            if is_iterable(pair) == 0:
-                dict_error_pair(i, pair)
-            two = unpack_pair(i, pair)
-            dict_set(result, load(two), load(two + 8))
-            i += 1
-    if kwargs != 0:
-        entries = load(kwargs + L.DICT_ENTRIES)
-        used = load(kwargs + L.DICT_USED)
-        i = 0
-        while i < used:
-            e = entries + L.DICT_ENTRY_SIZE * i
-            if load(e + 8) != 0:
-                dict_set(result, load(e + 8), load(e + 16))
-            i += 1
+    if kwargs == 0 and pairs != 0 and tag_of(pairs) == L.TAG_DICT:
+        return dict_copy(pairs)
+    result = dict_new(0)
+    update_dict(result, pairs, kwargs, "dict")
     return result
-
-
-def dict_error_pair(i: int, pair: int) -> None:
-    b = buf_new(64)
-    buf_str(b, "dict: cannot convert ")
-    buf_str(b, type_name(pair))
-    buf_str(b, " to sequence")
-    error(buf_to_string(b, L.TAG_STRING), "dict")
-
-
-def unpack_pair(i: int, pair: int) -> int:
-    items = iterable_to_list(pair)
-    if load(items + L.LIST_LEN) != 2:
-        b = buf_new(64)
-        buf_str(b, "dict: sequence has length ")
-        write_str(b, small(load(items + L.LIST_LEN)))
-        buf_str(b, ", want 2")
-        error(buf_to_string(b, L.TAG_STRING), "dict")
-    return load(items + L.LIST_ITEMS)
 
 
 def builtin_print(sep: int, args: int) -> int:
@@ -185,3 +143,63 @@ def builtin_float(x: int) -> int:
     """``float``: not available until floats are (a clear error, never a wrong answer)."""
     error("float: floating-point numbers are not supported yet", "float")
     return 0
+
+
+# -- arguments, checked as Go's UnpackArgs checks them ---------------------------------
+
+
+@noreturn
+def error_argument_type(builtin: int, parameter: int, v: int, want: int) -> None:
+    """``NAME: for parameter P: got T, want WANT``, Go's words for an argument of the
+    wrong type.  ``parameter`` (a str) is as Go shows it: the position (``1``) of an
+    argument given by position to most builtins, the name (``iterable``) for builtins
+    that take keywords, the quoted name (``"key"``) of an argument given by keyword."""
+    b = buf_new(64)
+    buf_str(b, builtin)
+    buf_str(b, ": for parameter ")
+    buf_str(b, parameter)
+    buf_str(b, ": got ")
+    buf_str(b, type_name(v))
+    buf_str(b, ", want ")
+    buf_str(b, want)
+    error(buf_to_string(b, L.TAG_STRING), builtin)
+
+
+def int_argument(v: int, builtin: int, parameter: int) -> int:
+    """An int argument as a signed machine word (Go's ``AsInt`` into an ``int``); the
+    errors name the builtin and the parameter (see ``error_argument_type``)."""
+    if v & 1:
+        return sar(v, 1)
+    if tag_of(v) != L.TAG_BIGINT:
+        error_argument_type(builtin, parameter, v, "int")
+    info = load(v + L.BIGINT_INFO)
+    if (info & 0xFFFFFFFF) <= 2:
+        magnitude = load(v + L.BIGINT_LIMBS)
+        if (info & 0xFFFFFFFF) == 2:
+            magnitude = magnitude | (load(v + L.BIGINT_LIMBS + 8) << 32)
+        if info >> 32 == 0 and magnitude < L.SIGN_BIT:
+            return magnitude
+        if info >> 32 != 0 and magnitude <= L.SIGN_BIT:
+            return 0 - magnitude
+    b = buf_new(64)
+    buf_str(b, builtin)
+    buf_str(b, ": for parameter ")
+    buf_str(b, parameter)
+    buf_str(b, ": ")
+    write_str(b, v)
+    buf_str(b, " out of range (want value in signed 64-bit range)")
+    error(buf_to_string(b, L.TAG_STRING), builtin)
+    return 0
+
+
+def check_iterable(v: int, builtin: int) -> None:
+    """Go's ``Iterable`` first parameter: ``NAME: for parameter 1: got T, want iterable``."""
+    if is_iterable(v) == 0:
+        error_argument_type(builtin, "1", v, "iterable")
+
+
+def is_callable(v: int) -> int:
+    if v & 1:
+        return 0
+    tag = load(v) & L.TAG_MASK
+    return tag == L.TAG_FUNCTION or tag == L.TAG_BUILTIN
