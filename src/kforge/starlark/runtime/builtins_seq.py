@@ -1,0 +1,334 @@
+"""The builtins that work through sequences: sorted, min, max, enumerate, zip,
+reversed, any, all.
+
+They take any iterable (a list, tuple, dict, range or a string's ``elems()`` view),
+reading a list's or a tuple's items in place and any other iterable through the
+iteration protocol.  A builtin that calls a key function holds its iterable as a
+``for`` loop does (a list being sorted by key cannot change meanwhile), and calls it
+through ``call_value`` with one argument tuple, reused.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import load, store
+from kforge.starlark.runtime.values import COMPARE_DEPTH, FAILED
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import int_from_word
+    from kforge.starlark.runtime.builtins_core import (
+        check_iterable,
+        error_argument_type,
+        int_argument,
+        is_callable,
+    )
+    from kforge.starlark.runtime.calls import call_value
+    from kforge.starlark.runtime.core import (
+        alloc,
+        buf_decimal,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        error,
+    )
+    from kforge.starlark.runtime.lists import (
+        list_append_unchecked,
+        list_from_items,
+        list_with,
+        tuple_with,
+    )
+    from kforge.starlark.runtime.sequences import (
+        is_iterable,
+        iter_end,
+        iter_item,
+        iter_start,
+        iterable_to_list,
+    )
+    from kforge.starlark.runtime.sorting import sort_items
+    from kforge.starlark.runtime.values import (
+        comparison_failure,
+        error_with_type,
+        order_within,
+        prefixed,
+        truth,
+    )
+
+
+def items_of(x: int) -> int:
+    """A list or tuple whose items are those of the iterable ``x``: ``x`` itself when it
+    is one, else a new list."""
+    tag = load(x) & L.TAG_MASK
+    if tag == L.TAG_LIST or tag == L.TAG_TUPLE:
+        return x
+    return iterable_to_list(x)
+
+
+def items_address(seq: int) -> int:
+    """Where the items of a list or tuple are."""
+    if (load(seq) & L.TAG_MASK) == L.TAG_LIST:
+        return load(seq + L.LIST_ITEMS)
+    return seq + L.TUPLE_ITEMS
+
+
+def items_count(seq: int) -> int:
+    """How many items a list or tuple has (both keep their length at offset 8)."""
+    return load(seq + L.LIST_LEN)
+
+
+# -- any, all ---------------------------------------------------------------------------
+
+
+def builtin_any(x: int) -> int:
+    check_iterable(x, "any")
+    return first_truth(x, 1)
+
+
+def builtin_all(x: int) -> int:
+    check_iterable(x, "all")
+    return first_truth(x, 0)
+
+
+def first_truth(x: int, wanted: int) -> int:
+    """``any`` (``wanted`` 1): True if some item of ``x`` is true; ``all`` (``wanted``
+    0): True if none is false."""
+    found = 0
+    tag = load(x) & L.TAG_MASK
+    if tag == L.TAG_LIST or tag == L.TAG_TUPLE:
+        p = items_address(x)
+        end = p + 8 * items_count(x)
+        while p < end:
+            if truth(load(p)) == wanted:
+                found = 1
+                break
+            p += 8
+    else:
+        seq = iter_start(x)
+        i = 0
+        while True:
+            item = iter_item(seq, i)
+            if item == 0:
+                break
+            if truth(item) == wanted:
+                found = 1
+                break
+            i += 1
+        iter_end(seq)
+    if found == wanted:
+        return L.TRUE_ADDRESS
+    return L.FALSE_ADDRESS
+
+
+# -- enumerate, zip, reversed -----------------------------------------------------------
+
+
+def builtin_enumerate(x: int, start: int) -> int:
+    """``enumerate(x, start=0)``: a list of ``(index, item)`` tuples."""
+    check_iterable(x, "enumerate")
+    first = 0
+    if start != 0:
+        first = int_argument(start, "enumerate", "2")
+    seq = items_of(x)
+    n = items_count(seq)
+    result = list_with(n)
+    if n == 0:
+        return result
+    size = L.TUPLE_ITEMS + 16
+    pair = alloc(size * n)
+    source = items_address(seq)
+    target = load(result + L.LIST_ITEMS)
+    end = target + 8 * n
+    index = first
+    while target < end:
+        store(pair, L.TAG_TUPLE)
+        store(pair + L.TUPLE_LEN, 2)
+        store(pair + L.TUPLE_ITEMS, int_from_word(index))
+        store(pair + L.TUPLE_ITEMS + 8, load(source))
+        store(target, pair)
+        pair += size
+        source += 8
+        target += 8
+        index += 1
+    return result
+
+
+def builtin_zip(args: int) -> int:
+    """``zip(*iterables)``: a list of tuples, as long as the shortest iterable."""
+    cols = load(args + L.TUPLE_LEN)
+    if cols == 0:
+        return list_with(0)
+    columns = tuple_with(cols)  # the items of each iterable, as a list or tuple
+    rows = 0 - 1
+    j = 0
+    while j < cols:
+        x = load(args + L.TUPLE_ITEMS + 8 * j)
+        if is_iterable(x) == 0:
+            b = buf_new(64)
+            buf_str(b, "zip: argument #")
+            buf_decimal(b, j + 1)
+            buf_str(b, " is not iterable: ")
+            error_with_type(buf_to_string(b, L.TAG_STRING), x, "", "zip")
+        seq = items_of(x)
+        store(columns + L.TUPLE_ITEMS + 8 * j, seq)
+        if items_count(seq) < rows:
+            rows = items_count(seq)
+        j += 1
+    result = list_with(rows)
+    if rows == 0:
+        return result
+    size = L.TUPLE_ITEMS + 8 * cols
+    row = alloc(size * rows)
+    target = load(result + L.LIST_ITEMS)
+    i = 0
+    while i < rows:
+        store(row, L.TAG_TUPLE)
+        store(row + L.TUPLE_LEN, cols)
+        j = 0
+        while j < cols:
+            seq = load(columns + L.TUPLE_ITEMS + 8 * j)
+            store(row + L.TUPLE_ITEMS + 8 * j, load(items_address(seq) + 8 * i))
+            j += 1
+        store(target + 8 * i, row)
+        row += size
+        i += 1
+    return result
+
+
+def builtin_reversed(x: int) -> int:
+    """``reversed(x)``: a new list of the items of ``x``, last first."""
+    check_iterable(x, "reversed")
+    seq = items_of(x)
+    n = items_count(seq)
+    result = list_with(n)
+    source = items_address(seq) + 8 * n
+    target = load(result + L.LIST_ITEMS)
+    end = target + 8 * n
+    while target < end:
+        source -= 8
+        store(target, load(source))
+        target += 8
+    return result
+
+
+# -- sorted, min, max -------------------------------------------------------------------
+
+
+def builtin_sorted(x: int, key: int, reverse: int) -> int:
+    """``sorted(iterable, key=None, reverse=False)``: a new list, sorted stably."""
+    if is_iterable(x) == 0:
+        error_argument_type("sorted", "iterable", x, "iterable")
+    if key != 0 and is_callable(key) == 0:
+        error_argument_type("sorted", '"key"', key, "callable")
+    backwards = 0
+    if reverse != 0:
+        if reverse != L.TRUE_ADDRESS and reverse != L.FALSE_ADDRESS:
+            error_argument_type("sorted", '"reverse"', reverse, "bool")
+        backwards = reverse == L.TRUE_ADDRESS
+    held = iter_start(x)
+    result = list_from_seq(held)
+    n = load(result + L.LIST_LEN)
+    values = load(result + L.LIST_ITEMS)
+    keys = values
+    if key != 0 and n > 0:
+        keys = call_key_each(key, values, n)
+    iter_end(held)
+    if sort_items(values, keys, n, backwards) == FAILED:
+        error(comparison_failure(0), "sorted")
+    return result
+
+
+def list_from_seq(seq: int) -> int:
+    """A new list of the items of a sequence being iterated (``iter_start``)."""
+    tag = load(seq) & L.TAG_MASK
+    if tag == L.TAG_LIST or tag == L.TAG_TUPLE:
+        return list_from_items(items_address(seq), items_count(seq))
+    result = list_with(0)
+    i = 0
+    while True:
+        item = iter_item(seq, i)
+        if item == 0:
+            break
+        list_append_unchecked(result, item)
+        i += 1
+    return result
+
+
+def call_key_each(key: int, values: int, n: int) -> int:
+    """A block of the ``n`` keys ``key(v)`` of the values at ``values``."""
+    keys = alloc(8 * n)
+    argument = tuple_with(1)
+    i = 0
+    while i < n:
+        store(argument + L.TUPLE_ITEMS, load(values + 8 * i))
+        store(keys + 8 * i, call_value(key, argument, 0))
+        i += 1
+    return keys
+
+
+def builtin_min(key: int, args: int) -> int:
+    return extremum(key, args, "min", 0)
+
+
+def builtin_max(key: int, args: int) -> int:
+    return extremum(key, args, "max", 2)
+
+
+def extremum(key: int, args: int, name: int, op: int) -> int:
+    """``min`` (``op`` 0, ``<``) or ``max`` (``op`` 2, ``>``) of one iterable or of
+    several arguments: the first item no other beats."""
+    count = load(args + L.TUPLE_LEN)
+    if count == 0:
+        b = buf_new(64)
+        buf_str(b, name)
+        buf_str(b, " requires at least one positional argument")
+        error(buf_to_string(b, L.TAG_STRING), name)
+    if key != 0 and is_callable(key) == 0:
+        error_argument_type(name, '"key"', key, "callable")
+    x = args
+    if count == 1:
+        x = load(args + L.TUPLE_ITEMS)
+        if is_iterable(x) == 0:
+            error_with_type(prefixed(name, ""), x, " value is not iterable", name)
+    held = iter_start(x)
+    seq = held
+    tag = load(held) & L.TAG_MASK
+    if tag != L.TAG_LIST and tag != L.TAG_TUPLE:
+        seq = list_from_seq(held)
+    n = items_count(seq)
+    if n == 0:
+        error(prefixed(name, "argument is an empty sequence"), name)
+    items = items_address(seq)
+    best = load(items)
+    if key == 0:
+        best_key = best
+    else:
+        argument = tuple_with(1)
+        store(argument + L.TUPLE_ITEMS, best)
+        best_key = call_value(key, argument, 0)
+    i = 1
+    while i < n:
+        item = load(items + 8 * i)
+        if key == 0:
+            item_key = item
+        else:
+            store(argument + L.TUPLE_ITEMS, item)
+            item_key = call_value(key, argument, 0)
+        if item_key & best_key & 1:
+            if op == 0:
+                better = (item_key ^ L.SIGN_BIT) < (best_key ^ L.SIGN_BIT)
+            else:
+                better = (item_key ^ L.SIGN_BIT) > (best_key ^ L.SIGN_BIT)
+        else:
+            order = order_within(item_key, best_key, COMPARE_DEPTH)
+            if order == FAILED:
+                error(prefixed(name, comparison_failure(op)), name)
+            better = order == 0 - 1 if op == 0 else order == 1
+        if better:
+            best = item
+            best_key = item_key
+        i += 1
+    iter_end(held)
+    return best
