@@ -214,6 +214,9 @@ def builtin_reversed(x: int) -> int:
 
 
 # -- sorted, min, max -------------------------------------------------------------------
+#
+# The calls of a key function are made by the builtin's own function, not a helper, so
+# that a traceback through the key function shows the builtin's frame as Go's does.
 
 
 def builtin_sorted(x: int, key: int, reverse: int) -> int:
@@ -233,7 +236,13 @@ def builtin_sorted(x: int, key: int, reverse: int) -> int:
     values = load(result + L.LIST_ITEMS)
     keys = values
     if key != 0 and n > 0:
-        keys = call_key_each(key, values, n)
+        keys = alloc(8 * n)
+        argument = tuple_with(1)
+        i = 0
+        while i < n:
+            store(argument + L.TUPLE_ITEMS, load(values + 8 * i))
+            store(keys + 8 * i, call_value(key, argument, 0))
+            i += 1
     iter_end(held)
     if sort_items(values, keys, n, backwards) == FAILED:
         error(comparison_failure(0), "sorted")
@@ -256,29 +265,63 @@ def list_from_seq(seq: int) -> int:
     return result
 
 
-def call_key_each(key: int, values: int, n: int) -> int:
-    """A block of the ``n`` keys ``key(v)`` of the values at ``values``."""
-    keys = alloc(8 * n)
-    argument = tuple_with(1)
-    i = 0
-    while i < n:
-        store(argument + L.TUPLE_ITEMS, load(values + 8 * i))
-        store(keys + 8 * i, call_value(key, argument, 0))
-        i += 1
-    return keys
-
-
 def builtin_min(key: int, args: int) -> int:
-    return extremum(key, args, "min", 0)
+    held = extremum_iterable(key, args, "min")
+    seq = held_items(held, "min")
+    n = items_count(seq)
+    items = items_address(seq)
+    best = load(items)
+    best_key = best
+    argument = 0
+    if key != 0:
+        argument = tuple_with(1)
+        store(argument + L.TUPLE_ITEMS, best)
+        best_key = call_value(key, argument, 0)
+    i = 1
+    while i < n:
+        item = load(items + 8 * i)
+        item_key = item
+        if key != 0:
+            store(argument + L.TUPLE_ITEMS, item)
+            item_key = call_value(key, argument, 0)
+        if beats(item_key, best_key, "min", 0):
+            best = item
+            best_key = item_key
+        i += 1
+    iter_end(held)
+    return best
 
 
 def builtin_max(key: int, args: int) -> int:
-    return extremum(key, args, "max", 2)
+    held = extremum_iterable(key, args, "max")
+    seq = held_items(held, "max")
+    n = items_count(seq)
+    items = items_address(seq)
+    best = load(items)
+    best_key = best
+    argument = 0
+    if key != 0:
+        argument = tuple_with(1)
+        store(argument + L.TUPLE_ITEMS, best)
+        best_key = call_value(key, argument, 0)
+    i = 1
+    while i < n:
+        item = load(items + 8 * i)
+        item_key = item
+        if key != 0:
+            store(argument + L.TUPLE_ITEMS, item)
+            item_key = call_value(key, argument, 0)
+        if beats(item_key, best_key, "max", 2):
+            best = item
+            best_key = item_key
+        i += 1
+    iter_end(held)
+    return best
 
 
-def extremum(key: int, args: int, name: int, op: int) -> int:
-    """``min`` (``op`` 0, ``<``) or ``max`` (``op`` 2, ``>``) of one iterable or of
-    several arguments: the first item no other beats."""
+def extremum_iterable(key: int, args: int, name: int) -> int:
+    """What ``min`` or ``max`` (``name``) goes through: the one iterable argument, or
+    all the arguments; checked as Go checks it, and held (see ``iter_start``)."""
     count = load(args + L.TUPLE_LEN)
     if count == 0:
         b = buf_new(64)
@@ -292,43 +335,31 @@ def extremum(key: int, args: int, name: int, op: int) -> int:
         x = load(args + L.TUPLE_ITEMS)
         if is_iterable(x) == 0:
             error_with_type(prefixed(name, ""), x, " value is not iterable", name)
-    held = iter_start(x)
+    return iter_start(x)
+
+
+def held_items(held: int, name: int) -> int:
+    """A list or tuple of the items of the held iterable, which must have some."""
     seq = held
     tag = load(held) & L.TAG_MASK
     if tag != L.TAG_LIST and tag != L.TAG_TUPLE:
         seq = list_from_seq(held)
-    n = items_count(seq)
-    if n == 0:
+    if items_count(seq) == 0:
         error(prefixed(name, "argument is an empty sequence"), name)
-    items = items_address(seq)
-    best = load(items)
-    if key == 0:
-        best_key = best
-    else:
-        argument = tuple_with(1)
-        store(argument + L.TUPLE_ITEMS, best)
-        best_key = call_value(key, argument, 0)
-    i = 1
-    while i < n:
-        item = load(items + 8 * i)
-        if key == 0:
-            item_key = item
-        else:
-            store(argument + L.TUPLE_ITEMS, item)
-            item_key = call_value(key, argument, 0)
-        if item_key & best_key & 1:
-            if op == 0:
-                better = (item_key ^ L.SIGN_BIT) < (best_key ^ L.SIGN_BIT)
-            else:
-                better = (item_key ^ L.SIGN_BIT) > (best_key ^ L.SIGN_BIT)
-        else:
-            order = order_within(item_key, best_key, COMPARE_DEPTH)
-            if order == FAILED:
-                error(prefixed(name, comparison_failure(op)), name)
-            better = order == 0 - 1 if op == 0 else order == 1
-        if better:
-            best = item
-            best_key = item_key
-        i += 1
-    iter_end(held)
-    return best
+    return seq
+
+
+def beats(item_key: int, best_key: int, name: int, op: int) -> int:
+    """Whether ``item_key < best_key`` (``op`` 0, for ``min``) or ``item_key >
+    best_key`` (``op`` 2, ``max``); an error of the builtin ``name`` if they have no
+    order."""
+    if item_key & best_key & 1:
+        if op == 0:
+            return (item_key ^ L.SIGN_BIT) < (best_key ^ L.SIGN_BIT)
+        return (item_key ^ L.SIGN_BIT) > (best_key ^ L.SIGN_BIT)
+    order = order_within(item_key, best_key, COMPARE_DEPTH)
+    if order == FAILED:
+        error(prefixed(name, comparison_failure(op)), name)
+    if op == 0:
+        return order == 0 - 1
+    return order == 1
