@@ -54,9 +54,11 @@ def dict_clear(d: int) -> int:
 
 
 def dict_get(d: int, key: int, default: int) -> int:
-    e = find_entry(d, key, hash_key(key, "get"), "get")
-    if e != 0:
+    e = dict_find(d, key, hash_key(key, "get"))
+    if e > LOOKUP_FAILED:
         return load(e + 16)
+    if e == LOOKUP_FAILED:
+        error_compare_depth("get")
     if default != 0:
         return default
     return L.NONE_ADDRESS

@@ -156,19 +156,20 @@ def dict_compact(d: int) -> None:
 
 def dict_set(d: int, key: int, value: int) -> None:
     """``d[key] = value``."""
-    check_dict_mutable(d, "insert into")
+    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+        error_dict_immutable(d, "insert into", 0, 0)
     dict_put(d, key, value, hash_value(key))
 
 
 def dict_put(d: int, key: int, value: int, h: int) -> None:
     """Set ``key`` (of hash ``h``) to ``value``, with no mutability check."""
     e = dict_find(d, key, h)
-    if e == 0:
+    if e > LOOKUP_FAILED:
+        store(e + 16, value)
+    elif e == 0:
         dict_add(d, key, value, h)
-        return
-    if e == LOOKUP_FAILED:
+    else:
         error_compare_depth(0)
-    store(e + 16, value)
 
 
 def dict_add(d: int, key: int, value: int, h: int) -> None:
@@ -207,14 +208,6 @@ def dict_literal_set(d: int, key: int, value: int) -> None:
         write_repr(b, key)
         error(buf_to_string(b, L.TAG_STRING), 0)
     dict_add(d, key, value, h)
-
-
-def dict_get_entry(d: int, key: int) -> int:
-    """The entry of ``key`` (an error if ``key`` is unhashable), or 0."""
-    e = dict_find(d, key, hash_value(key))
-    if e == LOOKUP_FAILED:
-        error_compare_depth(0)
-    return e
 
 
 def dict_remove_entry(d: int, e: int) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         copy_bytes,
         error,
     )
-    from kforge.starlark.runtime.dicts import dict_compact, dict_get_entry, dict_key_at, dict_set
+    from kforge.starlark.runtime.dicts import dict_compact, dict_key_at, dict_set
     from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed, write_str
     from kforge.starlark.runtime.lists import (
         check_list_mutable,
@@ -47,8 +47,10 @@ if TYPE_CHECKING:
         dict_find,
         equal,
         error_binary,
+        error_compare_depth,
         error_with_type,
         hash_soft,
+        hash_value,
         small,
         tag_of,
         type_name,
@@ -139,19 +141,24 @@ def out_of_range_message(i: int, n: int, container: int) -> int:
 
 def get_index(x: int, key: int) -> int:
     """``x[key]``."""
-    tag = tag_of(x)
+    tag = L.TAG_INT if x & 1 else load(x) & L.TAG_MASK
     if tag == L.TAG_LIST:
-        i = index_in(key, load(x + L.LIST_LEN), x, 1)
-        return load(load(x + L.LIST_ITEMS) + 8 * i)
+        n = load(x + L.LIST_LEN)
+        if key & 1 and (key >> 1) < n:  # a small int in range (a negative one is huge)
+            return load(load(x + L.LIST_ITEMS) + ((key >> 1) << 3))
+        i = index_in(key, n, x, 1)
+        return load(load(x + L.LIST_ITEMS) + (i << 3))
     if tag == L.TAG_DICT:
-        e = dict_get_entry(x, key)
-        if e == 0:
-            b = buf_new(32)
-            buf_str(b, "key ")
-            write_repr(b, key)
-            buf_str(b, " not in dict")
-            error(buf_to_string(b, L.TAG_STRING), 0)
-        return load(e + 16)
+        e = dict_find(x, key, hash_value(key))
+        if e > LOOKUP_FAILED:
+            return load(e + 16)
+        if e == LOOKUP_FAILED:
+            error_compare_depth(0)
+        b = buf_new(32)
+        buf_str(b, "key ")
+        write_repr(b, key)
+        buf_str(b, " not in dict")
+        error(buf_to_string(b, L.TAG_STRING), 0)
     if tag == L.TAG_TUPLE:
         i = index_in(key, load(x + L.TUPLE_LEN), x, 1)
         return load(x + L.TUPLE_ITEMS + 8 * i)
@@ -211,14 +218,14 @@ def error_unhandled_index(x: int, key: int) -> None:
 
 def set_index(x: int, key: int, value: int) -> None:
     """``x[key] = value``."""
-    tag = tag_of(x)
+    tag = L.TAG_INT if x & 1 else load(x) & L.TAG_MASK
+    if tag == L.TAG_DICT:
+        dict_set(x, key, value)
+        return
     if tag == L.TAG_LIST:
         i = index_in(key, load(x + L.LIST_LEN), x, 0)
         check_list_mutable(x, "assign to element of")
-        store(load(x + L.LIST_ITEMS) + 8 * i, value)
-        return
-    if tag == L.TAG_DICT:
-        dict_set(x, key, value)
+        store(load(x + L.LIST_ITEMS) + (i << 3), value)
         return
     error_with_type("", x, " value does not support item assignment", 0)
 
@@ -324,13 +331,16 @@ def slice_items(items: int, start: int, step: int, count: int, as_list: int) -> 
 
 def contains(container: int, item: int) -> int:
     """1 if ``item in container``."""
-    tag = tag_of(container)
+    tag = L.TAG_INT if container & 1 else load(container) & L.TAG_MASK
+    if tag == L.TAG_DICT:
+        h = hash_soft(item)  # Go takes a key it cannot hash or compare for a missing one
+        if h == 0:
+            return 0
+        return dict_find(container, item, h) > LOOKUP_FAILED
     if tag == L.TAG_LIST:
         return items_contain(load(container + L.LIST_ITEMS), load(container + L.LIST_LEN), item)
     if tag == L.TAG_TUPLE:
         return items_contain(container + L.TUPLE_ITEMS, load(container + L.TUPLE_LEN), item)
-    if tag == L.TAG_DICT:
-        return dict_contains(container, item)
     if tag == L.TAG_STRING:
         if tag_of(item) != L.TAG_STRING:
             error_with_type("'in <string>' requires string as left operand, not ", item, "", 0)
@@ -359,15 +369,6 @@ def items_contain(items: int, n: int, item: int) -> int:
             return 1
         items += 8
     return 0
-
-
-def dict_contains(d: int, key: int) -> int:
-    """``key in d``: Go takes a key it cannot hash or compare for a missing one."""
-    h = hash_soft(key)
-    if h == 0:
-        return 0
-    e = dict_find(d, key, h)
-    return e != 0 and e != LOOKUP_FAILED
 
 
 def bytes_contains(container: int, item: int) -> int:

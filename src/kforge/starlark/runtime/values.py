@@ -299,11 +299,23 @@ def scalars_equal(a: int, b: int, tag: int) -> int:
 
 
 def bytes_equal(a: int, b: int) -> int:
-    """Two str (or two bytes) objects with the same bytes."""
+    """Two str (or two bytes) objects with the same bytes, compared a word at a time
+    (an object's last word is whole: objects are 8-aligned)."""
     n = load(a + L.STR_LEN)
     if n != load(b + L.STR_LEN):
         return 0
-    return memory_equal(a + L.STR_DATA, b + L.STR_DATA, n)
+    p = a + L.STR_DATA
+    q = b + L.STR_DATA
+    end = p + (n & ~7)
+    while p < end:
+        if load(p) != load(q):
+            return 0
+        p += 8
+        q += 8
+    rest = n & 7
+    if rest == 0:
+        return 1
+    return ((load(p) ^ load(q)) & ((1 << (rest << 3)) - 1)) == 0
 
 
 def memory_equal(p: int, q: int, n: int) -> int:
@@ -506,6 +518,8 @@ def bytes_compare(a: int, b: int) -> int:
     p = a + L.STR_DATA
     q = b + L.STR_DATA
     i = 0
+    while i + 8 <= shorter and load(p + i) == load(q + i):
+        i += 8
     while i < shorter:
         x = loadb(p + i)
         y = loadb(q + i)
@@ -533,9 +547,14 @@ _unhashable = Global(__name__)
 def hash_value(v: int) -> int:
     """The hash dicts use; an error for an unhashable value."""
     if v & 1:
-        return mix(v)
+        x = (v ^ (v >> 31)) * 0x7FB5D329728EA185  # mix(v), inline on this hot path
+        x = (x ^ (x >> 27)) * 0x81DADEF4BC2DD44D
+        return x ^ (x >> 33)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        h = load(v + L.STR_HASH)
+        if h != 0:
+            return h
         return string_hash(v)
     h = hash_object(v)
     if h == 0:
@@ -546,9 +565,14 @@ def hash_value(v: int) -> int:
 def hash_key(v: int, builtin: int) -> int:
     """``hash_value`` for a builtin: its error says ``NAME: unhashable type: list``."""
     if v & 1:
-        return mix(v)
+        x = (v ^ (v >> 31)) * 0x7FB5D329728EA185
+        x = (x ^ (x >> 27)) * 0x81DADEF4BC2DD44D
+        return x ^ (x >> 33)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        h = load(v + L.STR_HASH)
+        if h != 0:
+            return h
         return string_hash(v)
     h = hash_object(v)
     if h == 0:
@@ -614,19 +638,23 @@ def mix(x: int) -> int:
 
 
 def string_hash(s: int) -> int:
-    """FNV-1a over the bytes, cached in the string (never 0, which means not yet)."""
+    """FNV-1a over the bytes a word at a time, then mixed (so that the low bits, which
+    index a dict, depend on every byte); cached in the string (never 0, which means not
+    yet computed)."""
     h = load(s + L.STR_HASH)
     if h != 0:
         return h
     n = load(s + L.STR_LEN)
     p = s + L.STR_DATA
-    h = 0xCBF29CE484222325
-    i = 0
-    while i < n:
-        h = (h ^ loadb(p + i)) * 0x100000001B3
-        i += 1
-    if h == 0:
-        h = 1
+    end = p + (n & ~7)
+    h = 0xCBF29CE484222325 ^ n
+    while p < end:
+        h = (h ^ load(p)) * 0x100000001B3
+        p += 8
+    rest = n & 7
+    if rest != 0:
+        h = (h ^ (load(p) & ((1 << (rest << 3)) - 1))) * 0x100000001B3
+    h = mix(h) | 1
     store(s + L.STR_HASH, h)
     return h
 
@@ -775,8 +803,22 @@ def keys_equal(a: int, b: int) -> int:
     tag = load(a) & L.TAG_MASK
     if tag != (load(b) & L.TAG_MASK):
         return 0
-    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
-        return bytes_equal(a, b)
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:  # bytes_equal, inline on this hot path
+        n = load(a + L.STR_LEN)
+        if n != load(b + L.STR_LEN):
+            return 0
+        p = a + L.STR_DATA
+        q = b + L.STR_DATA
+        end = p + (n & ~7)
+        while p < end:
+            if load(p) != load(q):
+                return 0
+            p += 8
+            q += 8
+        rest = n & 7
+        if rest == 0:
+            return 1
+        return ((load(p) ^ load(q)) & ((1 << (rest << 3)) - 1)) == 0
     if tag == L.TAG_TUPLE:
         return tuple_keys_equal(a, b, COMPARE_DEPTH)
     if tag == L.TAG_BIGINT:
