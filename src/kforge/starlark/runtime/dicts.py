@@ -254,10 +254,3 @@ def dict_union(a: int, b: int) -> int:
     result = dict_copy(a)
     dict_update_from(result, b)
     return result
-
-
-def dict_key_at(d: int, i: int) -> int:
-    """The key of the ``i`` th entry of a dict without holes, or 0 past the end."""
-    if i >= load(d + L.DICT_USED):
-        return 0
-    return load(load(d + L.DICT_ENTRIES) + ENTRY * i + 8)

@@ -18,6 +18,7 @@ from kforge.starlark.runtime.intrinsics import load, loadb, noreturn, sar, sge, 
 from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import int_from_word
     from kforge.starlark.runtime.core import (
         buf_decimal,
         buf_new,
@@ -26,12 +27,13 @@ if TYPE_CHECKING:
         copy_bytes,
         error,
     )
-    from kforge.starlark.runtime.dicts import dict_compact, dict_key_at, dict_set
+    from kforge.starlark.runtime.dicts import dict_compact, dict_set
     from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed, write_str
     from kforge.starlark.runtime.lists import (
         check_list_mutable,
         list_append_unchecked,
         list_extend_from,
+        list_from_items,
         list_reserve,
         list_with,
         tuple_with,
@@ -170,7 +172,7 @@ def get_index(x: int, key: int) -> int:
         return substring(x, i, 1)
     if tag == L.TAG_RANGE:
         i = index_in(key, load(x + L.RANGE_LEN), x, 1)
-        return small(load(x + L.RANGE_START) + i * load(x + L.RANGE_STEP))
+        return int_from_word(load(x + L.RANGE_START) + i * load(x + L.RANGE_STEP))
     if tag == L.TAG_STRING_ELEMS:
         return elems_index(x, key)
     error_unhandled_index(x, key)
@@ -483,17 +485,19 @@ def iter_item(seq: int, i: int) -> int:
     tag = load(seq) & L.TAG_MASK
     if tag == L.TAG_LIST:
         if i < load(seq + L.LIST_LEN):
-            return load(load(seq + L.LIST_ITEMS) + 8 * i)
+            return load(load(seq + L.LIST_ITEMS) + (i << 3))
+        return 0
+    if tag == L.TAG_DICT:  # iterated dicts have no holes (see iter_start)
+        if i < load(seq + L.DICT_USED):
+            return load(load(seq + L.DICT_ENTRIES) + L.DICT_ENTRY_SIZE * i + 8)
         return 0
     if tag == L.TAG_TUPLE:
         if i < load(seq + L.TUPLE_LEN):
-            return load(seq + L.TUPLE_ITEMS + 8 * i)
+            return load(seq + L.TUPLE_ITEMS + (i << 3))
         return 0
-    if tag == L.TAG_DICT:
-        return dict_key_at(seq, i)
     if tag == L.TAG_RANGE:
         if i < load(seq + L.RANGE_LEN):
-            return small(load(seq + L.RANGE_START) + i * load(seq + L.RANGE_STEP))
+            return int_from_word(load(seq + L.RANGE_START) + i * load(seq + L.RANGE_STEP))
         return 0
     return elems_item(seq, i)
 
@@ -562,6 +566,23 @@ def codepoint_items(x: int) -> int:
 
 def iterable_to_list(v: int) -> int:
     """A new list of the items of any iterable (an error for a non-iterable)."""
+    tag = L.TAG_INT if v & 1 else load(v) & L.TAG_MASK
+    if tag == L.TAG_LIST:
+        return list_from_items(load(v + L.LIST_ITEMS), load(v + L.LIST_LEN))
+    if tag == L.TAG_TUPLE:
+        return list_from_items(v + L.TUPLE_ITEMS, load(v + L.TUPLE_LEN))
+    if tag == L.TAG_RANGE:
+        n = load(v + L.RANGE_LEN)
+        result = list_with(n)
+        p = load(result + L.LIST_ITEMS)
+        end = p + (n << 3)
+        item = load(v + L.RANGE_START)
+        step = load(v + L.RANGE_STEP)
+        while p < end:
+            store(p, int_from_word(item))
+            item += step
+            p += 8
+        return result
     seq = iter_start(v)
     result = list_with(0)
     i = 0
