@@ -46,12 +46,17 @@ if TYPE_CHECKING:
 
 
 def builtin_len(x: int) -> int:
-    n = length_of(x)
-    if n == 0 - 1:
+    if (x & 1) == 0:
+        tag = load(x) & L.TAG_MASK
+        if tag == L.TAG_LIST or tag == L.TAG_TUPLE:  # both keep their length at offset 8
+            return (load(x + L.LIST_LEN) << 1) | 1
+        n = length_of(x)
+        if n != 0 - 1:
+            return small(n)
         if elems_indexable(x):
             return small(load(load(x + L.ELEMS_STRING) + L.STR_LEN))
-        error_with_type("len: value of type ", x, " has no len", "len")
-    return small(n)
+    error_with_type("len: value of type ", x, " has no len", "len")
+    return 0
 
 
 def builtin_str(x: int) -> int:

@@ -40,7 +40,7 @@ ENTRY = L.DICT_ENTRY_SIZE
 
 
 def dict_clear(d: int) -> int:
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "clear", 0, "clear")  # Go's clear names no method here
     store(d + L.DICT_LEN, 0)
     store(d + L.DICT_USED, 0)
@@ -121,7 +121,7 @@ def entry_words(d: int, offset: int) -> int:
 
 
 def dict_pop(d: int, key: int, default: int) -> int:
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "delete from", "pop", "pop")
     # Go hashes no key for a dict that never held one: d.pop([]) is then only missing
     if load(d + L.DICT_CAP) != 0:
@@ -144,7 +144,7 @@ def dict_popitem(d: int) -> int:
     word is otherwise 0, and compaction removes the holes with the hint)."""
     if load(d + L.DICT_LEN) == 0:
         error("popitem: empty dict", "popitem")
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "delete from", "popitem", "popitem")
     first = load(d + L.DICT_ENTRIES)
     e = first
@@ -171,7 +171,7 @@ def dict_setdefault(d: int, key: int, default: int) -> int:
     e = find_entry(d, key, h, "setdefault")
     if e != 0:
         return load(e + 16)
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "insert into", "setdefault", "setdefault")
     dict_add(d, key, default, h)
     return default
@@ -209,7 +209,7 @@ def update_from_entries(d: int, other: int, builtin: int) -> None:
 
 def put_entry(d: int, key: int, value: int, h: int, builtin: int) -> None:
     """``d[key] = value`` (``h`` the hash of ``key``) for the method ``builtin``."""
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "insert into", builtin, builtin)
     e = find_entry(d, key, h, builtin)
     if e != 0:

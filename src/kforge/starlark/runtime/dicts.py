@@ -45,7 +45,7 @@ def dict_new(capacity: int) -> int:
 
 def check_dict_mutable(d: int, verb: int) -> None:
     """``cannot insert into frozen hash table`` and its siblings (Go's words)."""
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, verb, 0, 0)
 
 
@@ -156,7 +156,7 @@ def dict_compact(d: int) -> None:
 
 def dict_set(d: int, key: int, value: int) -> None:
     """``d[key] = value``."""
-    if load(d) & L.FLAG_FROZEN or load(d + L.DICT_ITERS) != 0:
+    if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "insert into", 0, 0)
     dict_put(d, key, value, hash_value(key))
 

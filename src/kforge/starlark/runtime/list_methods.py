@@ -17,8 +17,8 @@ from kforge.starlark.runtime.intrinsics import load, slt, store
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.builtins_core import check_iterable, int_argument
-    from kforge.starlark.runtime.core import copy_bytes, error
-    from kforge.starlark.runtime.lists import error_list_immutable, list_reserve
+    from kforge.starlark.runtime.core import error
+    from kforge.starlark.runtime.lists import copy_words, error_list_immutable, list_reserve
     from kforge.starlark.runtime.sequences import (
         int32_argument,
         list_extend_iterable,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def list_append(lst: int, x: int) -> int:
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "append to", "append")
     n = load(lst + L.LIST_LEN)
     if n == load(lst + L.LIST_CAP):
@@ -39,7 +39,7 @@ def list_append(lst: int, x: int) -> int:
 
 
 def list_clear(lst: int) -> int:
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "clear", "clear")
     store(lst + L.LIST_LEN, 0)
     return L.NONE_ADDRESS
@@ -47,7 +47,7 @@ def list_clear(lst: int) -> int:
 
 def list_extend(lst: int, x: int) -> int:
     check_iterable(x, "extend")
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "extend", "extend")
     list_extend_iterable(lst, x)
     return L.NONE_ADDRESS
@@ -94,7 +94,7 @@ def clamp_bound(i: int, n: int) -> int:
 def list_insert(lst: int, index: int, x: int) -> int:
     """``lst.insert(i, x)``: an index past either end inserts at that end."""
     i = int_argument(index, "insert", "1")
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "insert into", "insert")
     n = load(lst + L.LIST_LEN)
     if slt(i, 0):
@@ -132,20 +132,20 @@ def list_pop(lst: int, index: int) -> int:
         j += n
     if j >= n:  # negative words are larger than any length
         error(prefixed("pop", out_of_range_message(i, n, lst)), "pop")
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "pop from", "pop")
     items = load(lst + L.LIST_ITEMS)
     p = items + 8 * j
     value = load(p)
     if j + 1 < n:
-        copy_bytes(p, p + 8, 8 * (n - 1 - j))
+        copy_words(p, p + 8, n - 1 - j)
     store(lst + L.LIST_LEN, n - 1)
     return value
 
 
 def list_remove(lst: int, x: int) -> int:
     """``lst.remove(x)``: drop the first item equal to ``x``."""
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, "remove from", "remove")
     n = load(lst + L.LIST_LEN)
     items = load(lst + L.LIST_ITEMS)
@@ -161,6 +161,6 @@ def list_remove(lst: int, x: int) -> int:
         error("remove: element not found", "remove")
     p = items + 8 * i
     if i + 1 < n:
-        copy_bytes(p, p + 8, 8 * (n - 1 - i))
+        copy_words(p, p + 8, n - 1 - i)
     store(lst + L.LIST_LEN, n - 1)
     return L.NONE_ADDRESS

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
         buf_new,
         buf_str,
         buf_to_string,
-        copy_bytes,
         error,
     )
     from kforge.starlark.runtime.format import error_with_value
@@ -50,7 +49,7 @@ def list_with(n: int) -> int:
 
 def list_from_items(items: int, n: int) -> int:
     lst = list_with(n)
-    copy_bytes(load(lst + L.LIST_ITEMS), items, 8 * n)
+    copy_words(load(lst + L.LIST_ITEMS), items, n)
     return lst
 
 
@@ -65,8 +64,17 @@ def tuple_with(n: int) -> int:
 
 def tuple_from_items(items: int, n: int) -> int:
     t = tuple_with(n)
-    copy_bytes(t + L.TUPLE_ITEMS, items, 8 * n)
+    copy_words(t + L.TUPLE_ITEMS, items, n)
     return t
+
+
+def copy_words(target: int, source: int, count: int) -> None:
+    """Copy ``count`` words (the ranges may overlap only if ``target <= source``)."""
+    end = source + 8 * count
+    while source < end:
+        store(target, load(source))
+        target += 8
+        source += 8
 
 
 def list_reserve(lst: int, extra: int) -> None:
@@ -79,7 +87,7 @@ def list_reserve(lst: int, extra: int) -> None:
     if wanted < n + extra:
         wanted = n + extra
     items = items_block(wanted)
-    copy_bytes(items, load(lst + L.LIST_ITEMS), 8 * n)
+    copy_words(items, load(lst + L.LIST_ITEMS), n)
     store(lst + L.LIST_ITEMS, items)
     store(lst + L.LIST_CAP, wanted)
 
@@ -96,7 +104,7 @@ def list_append_unchecked(lst: int, x: int) -> None:
 def check_list_mutable(lst: int, verb: int) -> None:
     """Go's rule for changing a list: not frozen, not being iterated.  ``verb`` (a str)
     says what the change does, for the message: ``cannot append to frozen list``."""
-    if load(lst) & L.FLAG_FROZEN or load(lst + L.LIST_ITERS) != 0:
+    if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
         error_list_immutable(lst, verb, 0)
 
 
@@ -122,8 +130,8 @@ def list_concat(a: int, b: int) -> int:
     m = load(b + L.LIST_LEN)
     result = list_with(n + m)
     items = load(result + L.LIST_ITEMS)
-    copy_bytes(items, load(a + L.LIST_ITEMS), 8 * n)
-    copy_bytes(items + 8 * n, load(b + L.LIST_ITEMS), 8 * m)
+    copy_words(items, load(a + L.LIST_ITEMS), n)
+    copy_words(items + 8 * n, load(b + L.LIST_ITEMS), m)
     return result
 
 
@@ -132,7 +140,7 @@ def list_extend_from(lst: int, other: int) -> None:
     m = load(other + L.LIST_LEN)
     list_reserve(lst, m)
     n = load(lst + L.LIST_LEN)
-    copy_bytes(load(lst + L.LIST_ITEMS) + 8 * n, load(other + L.LIST_ITEMS), 8 * m)
+    copy_words(load(lst + L.LIST_ITEMS) + 8 * n, load(other + L.LIST_ITEMS), m)
     store(lst + L.LIST_LEN, n + m)
 
 
@@ -165,7 +173,7 @@ def list_repeat(lst: int, count: int) -> int:
     items = load(result + L.LIST_ITEMS)
     i = 0
     while i < times:
-        copy_bytes(items + 8 * n * i, load(lst + L.LIST_ITEMS), 8 * n)
+        copy_words(items + 8 * n * i, load(lst + L.LIST_ITEMS), n)
         i += 1
     return result
 
@@ -178,8 +186,8 @@ def tuple_concat(a: int, b: int) -> int:
     if m == 0:
         return a
     result = tuple_with(n + m)
-    copy_bytes(result + L.TUPLE_ITEMS, a + L.TUPLE_ITEMS, 8 * n)
-    copy_bytes(result + L.TUPLE_ITEMS + 8 * n, b + L.TUPLE_ITEMS, 8 * m)
+    copy_words(result + L.TUPLE_ITEMS, a + L.TUPLE_ITEMS, n)
+    copy_words(result + L.TUPLE_ITEMS + 8 * n, b + L.TUPLE_ITEMS, m)
     return result
 
 
@@ -189,6 +197,6 @@ def tuple_repeat(t: int, count: int) -> int:
     result = tuple_with(n * times)
     i = 0
     while i < times:
-        copy_bytes(result + L.TUPLE_ITEMS + 8 * n * i, t + L.TUPLE_ITEMS, 8 * n)
+        copy_words(result + L.TUPLE_ITEMS + 8 * n * i, t + L.TUPLE_ITEMS, n)
         i += 1
     return result

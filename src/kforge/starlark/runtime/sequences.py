@@ -24,13 +24,13 @@ if TYPE_CHECKING:
         buf_new,
         buf_str,
         buf_to_string,
-        copy_bytes,
         error,
     )
     from kforge.starlark.runtime.dicts import dict_compact, dict_set
     from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed, write_str
     from kforge.starlark.runtime.lists import (
         check_list_mutable,
+        copy_words,
         list_append_unchecked,
         list_extend_from,
         list_from_items,
@@ -606,7 +606,7 @@ def list_extend_iterable(lst: int, v: int) -> None:
         n = load(v + L.TUPLE_LEN)
         list_reserve(lst, n)
         m = load(lst + L.LIST_LEN)
-        copy_bytes(load(lst + L.LIST_ITEMS) + 8 * m, v + L.TUPLE_ITEMS, 8 * n)
+        copy_words(load(lst + L.LIST_ITEMS) + 8 * m, v + L.TUPLE_ITEMS, n)
         store(lst + L.LIST_LEN, m + n)
         return
     seq = iter_start(v)

@@ -25,6 +25,7 @@ from kforge.starlark.runtime.values import COMPARE_DEPTH, FAILED
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import alloc
+    from kforge.starlark.runtime.lists import copy_words
     from kforge.starlark.runtime.values import big_compare, bytes_compare, order_within
 
 #: The block size of Go's ``sort.Stable``.
@@ -320,14 +321,6 @@ def merge_runs(low: int, mid: int, high: int, spare_values: int, spare_keys: int
     copy_words(keys + 8 * low, spare_keys, i)
     if paired:
         copy_words(values + 8 * low, spare_values, i)
-
-
-def copy_words(target: int, source: int, count: int) -> None:
-    end = source + 8 * count
-    while source < end:
-        store(target, load(source))
-        target += 8
-        source += 8
 
 
 # -- any keys: Go's sort.Stable ----------------------------------------------------------

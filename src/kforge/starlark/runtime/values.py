@@ -546,10 +546,9 @@ _unhashable = Global(__name__)
 
 def hash_value(v: int) -> int:
     """The hash dicts use; an error for an unhashable value."""
-    if v & 1:
-        x = (v ^ (v >> 31)) * 0x7FB5D329728EA185  # mix(v), inline on this hot path
-        x = (x ^ (x >> 27)) * 0x81DADEF4BC2DD44D
-        return x ^ (x >> 33)
+    if v & 1:  # int_hash(v), inline on this hot path
+        x = v * 0x9E3779B97F4A7C15
+        return x ^ (x >> 32)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         h = load(v + L.STR_HASH)
@@ -565,9 +564,8 @@ def hash_value(v: int) -> int:
 def hash_key(v: int, builtin: int) -> int:
     """``hash_value`` for a builtin: its error says ``NAME: unhashable type: list``."""
     if v & 1:
-        x = (v ^ (v >> 31)) * 0x7FB5D329728EA185
-        x = (x ^ (x >> 27)) * 0x81DADEF4BC2DD44D
-        return x ^ (x >> 33)
+        x = v * 0x9E3779B97F4A7C15
+        return x ^ (x >> 32)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         h = load(v + L.STR_HASH)
@@ -583,8 +581,15 @@ def hash_key(v: int, builtin: int) -> int:
 def hash_soft(v: int) -> int:
     """The hash of ``v``, or 0 if it has none."""
     if v & 1:
-        return mix(v)
+        return int_hash(v)
     return hash_object(v)
+
+
+def int_hash(v: int) -> int:
+    """The hash of a small int: a multiplication (a bijection, so never 0 for the odd
+    word of a small int), its high half folded into the low half that indexes dicts."""
+    x = v * 0x9E3779B97F4A7C15
+    return x ^ (x >> 32)
 
 
 def hash_object(v: int) -> int:
