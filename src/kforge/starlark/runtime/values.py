@@ -756,6 +756,16 @@ def dict_equal(a: int, b: int, depth: int) -> int:
     return 1
 
 
+def dict_lookup(d: int, key: int) -> int:
+    """The value of ``key`` in dict ``d``, or 0 (an error if ``key`` is unhashable)."""
+    e = dict_find(d, key, hash_value(key))
+    if e > LOOKUP_FAILED:
+        return load(e + 16)
+    if e == LOOKUP_FAILED:
+        error_compare_depth(0)
+    return 0
+
+
 def dict_find(d: int, key: int, h: int) -> int:
     """The address of ``key`` 's entry in dict ``d`` (``h`` its hash), 0 if it has none,
     or LOOKUP_FAILED if comparing ``key`` with a key of ``d`` failed (tuples nested too
