@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.lists import (
-        list_append_unchecked,
         list_from_items,
         list_with,
         tuple_with,
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
         iter_item,
         iter_start,
         iterable_to_list,
+        iterated_list,
     )
     from kforge.starlark.runtime.sorting import sort_items
     from kforge.starlark.runtime.values import (
@@ -254,15 +254,7 @@ def list_from_seq(seq: int) -> int:
     tag = load(seq) & L.TAG_MASK
     if tag == L.TAG_LIST or tag == L.TAG_TUPLE:
         return list_from_items(items_address(seq), items_count(seq))
-    result = list_with(0)
-    i = 0
-    while True:
-        item = iter_item(seq, i)
-        if item == 0:
-            break
-        list_append_unchecked(result, item)
-        i += 1
-    return result
+    return iterated_list(seq)
 
 
 def builtin_min(key: int, args: int) -> int:

@@ -25,7 +25,12 @@ if TYPE_CHECKING:
         buf_to_string,
         error,
     )
-    from kforge.starlark.runtime.dicts import dict_add, dict_remove_entry, error_dict_immutable
+    from kforge.starlark.runtime.dicts import (
+        dict_add,
+        dict_remove_entry,
+        error_dict_immutable,
+        index_clear,
+    )
     from kforge.starlark.runtime.lists import list_with
     from kforge.starlark.runtime.sequences import is_iterable, iter_end, iter_item, iter_start
     from kforge.starlark.runtime.values import (
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
         error_compare_depth,
         error_with_type,
         hash_key,
+        prefixed,
         type_name,
     )
 
@@ -44,12 +50,7 @@ def dict_clear(d: int) -> int:
         error_dict_immutable(d, "clear", 0, "clear")  # Go's clear names no method here
     store(d + L.DICT_LEN, 0)
     store(d + L.DICT_USED, 0)
-    index = load(d + L.DICT_INDEX)
-    if index != 0:
-        last = index + 8 * load(d + L.DICT_MASK)
-        while index <= last:
-            store(index, 0)
-            index += 8
+    index_clear(d)
     return L.NONE_ADDRESS
 
 
@@ -192,7 +193,7 @@ def update_dict(d: int, pairs: int, kwargs: int, builtin: int) -> None:
         elif is_iterable(pairs):
             update_from_pairs(d, pairs, builtin)
         else:
-            error_with_type(prefix_text(builtin, "got "), pairs, ", want iterable", builtin)
+            error_with_type(prefixed(builtin, "got "), pairs, ", want iterable", builtin)
     if kwargs != 0:
         update_from_entries(d, kwargs, builtin)
 
@@ -284,11 +285,3 @@ def error_pair(builtin: int, i: int, middle: int, pair: int, after: int) -> None
     buf_str(b, type_name(pair))
     buf_str(b, after)
     error(buf_to_string(b, L.TAG_STRING), builtin)
-
-
-def prefix_text(builtin: int, text: int) -> int:
-    b = buf_new(32)
-    buf_str(b, builtin)
-    buf_str(b, ": ")
-    buf_str(b, text)
-    return buf_to_string(b, L.TAG_STRING)

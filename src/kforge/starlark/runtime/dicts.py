@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.format import write_repr
-    from kforge.starlark.runtime.values import dict_find, error_compare_depth, hash_value
+    from kforge.starlark.runtime.values import dict_find, error_compare_depth, hash_key
 
 LINEAR_MAX: Final = 8
 ENTRY: Final = L.DICT_ENTRY_SIZE
@@ -145,20 +145,26 @@ def dict_compact(d: int) -> None:
             target += ENTRY
         e += ENTRY
     store(d + L.DICT_USED, live)
+    if load(d + L.DICT_INDEX) != 0:
+        index_clear(d)
+        index_entries(d)
+
+
+def index_clear(d: int) -> None:
+    """Empty the index of ``d`` (if it has one)."""
     index = load(d + L.DICT_INDEX)
     if index != 0:
         last = index + 8 * load(d + L.DICT_MASK)
         while index <= last:
             store(index, 0)
             index += 8
-        index_entries(d)
 
 
 def dict_set(d: int, key: int, value: int) -> None:
     """``d[key] = value``."""
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
         error_dict_immutable(d, "insert into", 0, 0)
-    dict_put(d, key, value, hash_value(key))
+    dict_put(d, key, value, hash_key(key, 0))
 
 
 def dict_put(d: int, key: int, value: int, h: int) -> None:
@@ -198,7 +204,7 @@ def dict_add(d: int, key: int, value: int, h: int) -> None:
 
 def dict_literal_set(d: int, key: int, value: int) -> None:
     """An entry of a dict literal: a key given twice is an error."""
-    h = hash_value(key)
+    h = hash_key(key, 0)
     e = dict_find(d, key, h)
     if e == LOOKUP_FAILED:
         error_compare_depth(0)
@@ -220,33 +226,29 @@ def dict_remove_entry(d: int, e: int) -> None:
 
 def dict_update_from(d: int, other: int) -> None:
     """Insert every entry of dict ``other`` into ``d``, in order."""
-    entries = load(other + L.DICT_ENTRIES)
-    used = load(other + L.DICT_USED)
-    i = 0
-    while i < used:
-        e = entries + ENTRY * i
-        key = load(e + 8)
-        if key != 0:
-            dict_put(d, key, load(e + 16), load(e))
-        i += 1
+    add_entries(d, other, 0)
 
 
 def dict_copy(d: int) -> int:
-    """A new dict with the entries of ``d`` (whose keys are distinct: no lookups)."""
-    n = load(d + L.DICT_LEN)
-    result = dict_new(n)
-    if n == 0:
-        return result
-    entries = load(d + L.DICT_ENTRIES)
-    used = load(d + L.DICT_USED)
-    i = 0
-    while i < used:
-        e = entries + ENTRY * i
+    """A new dict with the entries of ``d``."""
+    result = dict_new(load(d + L.DICT_LEN))
+    add_entries(result, d, 1)
+    return result
+
+
+def add_entries(d: int, other: int, fresh: int) -> None:
+    """Put the entries of ``other`` into ``d``, in order; into a ``fresh`` dict, which
+    cannot hold their keys (distinct already), without looking them up."""
+    e = load(other + L.DICT_ENTRIES)
+    end = e + ENTRY * load(other + L.DICT_USED)
+    while e < end:
         key = load(e + 8)
         if key != 0:
-            dict_add(result, key, load(e + 16), load(e))
-        i += 1
-    return result
+            if fresh:
+                dict_add(d, key, load(e + 16), load(e))
+            else:
+                dict_put(d, key, load(e + 16), load(e))
+        e += ENTRY
 
 
 def dict_union(a: int, b: int) -> int:

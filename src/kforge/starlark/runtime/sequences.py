@@ -51,8 +51,8 @@ if TYPE_CHECKING:
         error_binary,
         error_compare_depth,
         error_with_type,
+        hash_key,
         hash_soft,
-        hash_value,
         small,
         tag_of,
         type_name,
@@ -151,7 +151,7 @@ def get_index(x: int, key: int) -> int:
         i = index_in(key, n, x, 1)
         return load(load(x + L.LIST_ITEMS) + (i << 3))
     if tag == L.TAG_DICT:
-        e = dict_find(x, key, hash_value(key))
+        e = dict_find(x, key, hash_key(key, 0))
         if e > LOOKUP_FAILED:
             return load(e + 16)
         if e == LOOKUP_FAILED:
@@ -584,6 +584,13 @@ def iterable_to_list(v: int) -> int:
             p += 8
         return result
     seq = iter_start(v)
+    result = iterated_list(seq)
+    iter_end(seq)
+    return result
+
+
+def iterated_list(seq: int) -> int:
+    """A new list of the items of a sequence being iterated (see ``iter_start``)."""
     result = list_with(0)
     i = 0
     while True:
@@ -592,7 +599,6 @@ def iterable_to_list(v: int) -> int:
             break
         list_append_unchecked(result, item)
         i += 1
-    iter_end(seq)
     return result
 
 

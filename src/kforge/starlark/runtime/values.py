@@ -546,23 +546,12 @@ _unhashable = Global(__name__)
 
 def hash_value(v: int) -> int:
     """The hash dicts use; an error for an unhashable value."""
-    if v & 1:  # int_hash(v), inline on this hot path
-        x = v * 0x9E3779B97F4A7C15
-        return x ^ (x >> 32)
-    tag = load(v) & L.TAG_MASK
-    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
-        h = load(v + L.STR_HASH)
-        if h != 0:
-            return h
-        return string_hash(v)
-    h = hash_object(v)
-    if h == 0:
-        error(unhashable_message(), 0)
-    return h
+    return hash_key(v, 0)
 
 
 def hash_key(v: int, builtin: int) -> int:
-    """``hash_value`` for a builtin: its error says ``NAME: unhashable type: list``."""
+    """The hash dicts use; an error for an unhashable value, which says ``NAME:
+    unhashable type: list`` when ``builtin`` names the builtin that hashed."""
     if v & 1:
         x = v * 0x9E3779B97F4A7C15
         return x ^ (x >> 32)
@@ -574,7 +563,10 @@ def hash_key(v: int, builtin: int) -> int:
         return string_hash(v)
     h = hash_object(v)
     if h == 0:
-        error(prefixed(builtin, unhashable_message()), builtin)
+        message = unhashable_message()
+        if builtin != 0:
+            message = prefixed(builtin, message)
+        error(message, builtin)
     return h
 
 
@@ -758,7 +750,7 @@ def dict_equal(a: int, b: int, depth: int) -> int:
 
 def dict_lookup(d: int, key: int) -> int:
     """The value of ``key`` in dict ``d``, or 0 (an error if ``key`` is unhashable)."""
-    e = dict_find(d, key, hash_value(key))
+    e = dict_find(d, key, hash_key(key, 0))
     if e > LOOKUP_FAILED:
         return load(e + 16)
     if e == LOOKUP_FAILED:
@@ -818,22 +810,8 @@ def keys_equal(a: int, b: int) -> int:
     tag = load(a) & L.TAG_MASK
     if tag != (load(b) & L.TAG_MASK):
         return 0
-    if tag == L.TAG_STRING or tag == L.TAG_BYTES:  # bytes_equal, inline on this hot path
-        n = load(a + L.STR_LEN)
-        if n != load(b + L.STR_LEN):
-            return 0
-        p = a + L.STR_DATA
-        q = b + L.STR_DATA
-        end = p + (n & ~7)
-        while p < end:
-            if load(p) != load(q):
-                return 0
-            p += 8
-            q += 8
-        rest = n & 7
-        if rest == 0:
-            return 1
-        return ((load(p) ^ load(q)) & ((1 << (rest << 3)) - 1)) == 0
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return bytes_equal(a, b)
     if tag == L.TAG_TUPLE:
         return tuple_keys_equal(a, b, COMPARE_DEPTH)
     if tag == L.TAG_BIGINT:
