@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, noreturn, sar
+from kforge.starlark.runtime.intrinsics import load, noreturn, sar, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -55,7 +55,7 @@ def builtin_len(x: int) -> int:
             return small(n)
         if elems_indexable(x):
             return small(load(load(x + L.ELEMS_STRING) + L.STR_LEN))
-    error_with_type("len: value of type ", x, " has no len", "len")
+    error_with_type(text("len: value of type "), x, text(" has no len"), text("len"))
     return 0
 
 
@@ -80,9 +80,11 @@ def builtin_bool(x: int) -> int:
 def builtin_fail(sep: int, args: int) -> int:
     """``fail(*args, sep=" ")``: the error ``fail: ARGS`` (str of each, joined)."""
     if sep != 0 and tag_of(sep) != L.TAG_STRING:
-        error_with_type("fail: for parameter sep: got ", sep, ", want string", "fail")
+        error_with_type(
+            text("fail: for parameter sep: got "), sep, text(", want string"), text("fail")
+        )
     b = buf_new(64)
-    buf_str(b, "fail: ")
+    buf_str(b, text("fail: "))
     n = load(args + L.TUPLE_LEN)
     i = 0
     while i < n:
@@ -93,7 +95,7 @@ def builtin_fail(sep: int, args: int) -> int:
                 buf_byte(b, 32)
         write_str(b, load(args + L.TUPLE_ITEMS + 8 * i))
         i += 1
-    error(buf_to_string(b, L.TAG_STRING), "fail")
+    error(buf_to_string(b, L.TAG_STRING), text("fail"))
     return 0
 
 
@@ -101,7 +103,7 @@ def builtin_list(x: int) -> int:
     if x == 0:
         return list_from_items(0, 0)
     if is_iterable(x) == 0:
-        error_argument_type("list", "1", x, "iterable")
+        error_argument_type(text("list"), text("1"), x, text("iterable"))
     return iterable_to_list(x)
 
 
@@ -111,7 +113,7 @@ def builtin_tuple(x: int) -> int:
     if tag_of(x) == L.TAG_TUPLE:
         return x
     if is_iterable(x) == 0:
-        error_argument_type("tuple", "1", x, "iterable")
+        error_argument_type(text("tuple"), text("1"), x, text("iterable"))
     items = iterable_to_list(x)
     return tuple_from_items(load(items + L.LIST_ITEMS), load(items + L.LIST_LEN))
 
@@ -121,7 +123,7 @@ def builtin_dict(pairs: int, kwargs: int) -> int:
     if kwargs == 0 and pairs != 0 and tag_of(pairs) == L.TAG_DICT:
         return dict_copy(pairs)
     result = dict_new(0)
-    update_dict(result, pairs, kwargs, "dict")
+    update_dict(result, pairs, kwargs, text("dict"))
     return result
 
 
@@ -146,7 +148,7 @@ def builtin_print(sep: int, args: int) -> int:
 
 def builtin_float(x: int) -> int:
     """``float``: not available until floats are (a clear error, never a wrong answer)."""
-    error("float: floating-point numbers are not supported yet", "float")
+    error(text("float: floating-point numbers are not supported yet"), text("float"))
     return 0
 
 
@@ -161,11 +163,11 @@ def error_argument_type(builtin: int, parameter: int, v: int, want: int) -> None
     that take keywords, the quoted name (``"key"``) of an argument given by keyword."""
     b = buf_new(64)
     buf_str(b, builtin)
-    buf_str(b, ": for parameter ")
+    buf_str(b, text(": for parameter "))
     buf_str(b, parameter)
-    buf_str(b, ": got ")
+    buf_str(b, text(": got "))
     buf_str(b, type_name(v))
-    buf_str(b, ", want ")
+    buf_str(b, text(", want "))
     buf_str(b, want)
     error(buf_to_string(b, L.TAG_STRING), builtin)
 
@@ -176,7 +178,7 @@ def int_argument(v: int, builtin: int, parameter: int) -> int:
     if v & 1:
         return sar(v, 1)
     if tag_of(v) != L.TAG_BIGINT:
-        error_argument_type(builtin, parameter, v, "int")
+        error_argument_type(builtin, parameter, v, text("int"))
     info = load(v + L.BIGINT_INFO)
     if (info & 0xFFFFFFFF) <= 2:
         magnitude = load(v + L.BIGINT_LIMBS)
@@ -188,11 +190,11 @@ def int_argument(v: int, builtin: int, parameter: int) -> int:
             return 0 - magnitude
     b = buf_new(64)
     buf_str(b, builtin)
-    buf_str(b, ": for parameter ")
+    buf_str(b, text(": for parameter "))
     buf_str(b, parameter)
-    buf_str(b, ": ")
+    buf_str(b, text(": "))
     write_str(b, v)
-    buf_str(b, " out of range (want value in signed 64-bit range)")
+    buf_str(b, text(" out of range (want value in signed 64-bit range)"))
     error(buf_to_string(b, L.TAG_STRING), builtin)
     return 0
 
@@ -200,7 +202,7 @@ def int_argument(v: int, builtin: int, parameter: int) -> int:
 def check_iterable(v: int, builtin: int) -> None:
     """Go's ``Iterable`` first parameter: ``NAME: for parameter 1: got T, want iterable``."""
     if is_iterable(v) == 0:
-        error_argument_type(builtin, "1", v, "iterable")
+        error_argument_type(builtin, text("1"), v, text("iterable"))
 
 
 def is_callable(v: int) -> int:

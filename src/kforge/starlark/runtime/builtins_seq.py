@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, store
+from kforge.starlark.runtime.intrinsics import load, store, text
 from kforge.starlark.runtime.values import COMPARE_DEPTH, FAILED
 
 if TYPE_CHECKING:
@@ -83,12 +83,12 @@ def items_count(seq: int) -> int:
 
 
 def builtin_any(x: int) -> int:
-    check_iterable(x, "any")
+    check_iterable(x, text("any"))
     return first_truth(x, 1)
 
 
 def builtin_all(x: int) -> int:
-    check_iterable(x, "all")
+    check_iterable(x, text("all"))
     return first_truth(x, 0)
 
 
@@ -127,10 +127,10 @@ def first_truth(x: int, wanted: int) -> int:
 
 def builtin_enumerate(x: int, start: int) -> int:
     """``enumerate(x, start=0)``: a list of ``(index, item)`` tuples."""
-    check_iterable(x, "enumerate")
+    check_iterable(x, text("enumerate"))
     first = 0
     if start != 0:
-        first = int_argument(start, "enumerate", "2")
+        first = int_argument(start, text("enumerate"), text("2"))
     seq = items_of(x)
     n = items_count(seq)
     result = list_with(n)
@@ -167,10 +167,10 @@ def builtin_zip(args: int) -> int:
         x = load(args + L.TUPLE_ITEMS + 8 * j)
         if is_iterable(x) == 0:
             b = buf_new(64)
-            buf_str(b, "zip: argument #")
+            buf_str(b, text("zip: argument #"))
             buf_decimal(b, j + 1)
-            buf_str(b, " is not iterable: ")
-            error_with_type(buf_to_string(b, L.TAG_STRING), x, "", "zip")
+            buf_str(b, text(" is not iterable: "))
+            error_with_type(buf_to_string(b, L.TAG_STRING), x, text(""), text("zip"))
         seq = items_of(x)
         store(columns + L.TUPLE_ITEMS + 8 * j, seq)
         if items_count(seq) < rows:
@@ -199,7 +199,7 @@ def builtin_zip(args: int) -> int:
 
 def builtin_reversed(x: int) -> int:
     """``reversed(x)``: a new list of the items of ``x``, last first."""
-    check_iterable(x, "reversed")
+    check_iterable(x, text("reversed"))
     seq = items_of(x)
     n = items_count(seq)
     result = list_with(n)
@@ -222,13 +222,13 @@ def builtin_reversed(x: int) -> int:
 def builtin_sorted(x: int, key: int, reverse: int) -> int:
     """``sorted(iterable, key=None, reverse=False)``: a new list, sorted stably."""
     if is_iterable(x) == 0:
-        error_argument_type("sorted", "iterable", x, "iterable")
+        error_argument_type(text("sorted"), text("iterable"), x, text("iterable"))
     if key != 0 and is_callable(key) == 0:
-        error_argument_type("sorted", '"key"', key, "callable")
+        error_argument_type(text("sorted"), text('"key"'), key, text("callable"))
     backwards = 0
     if reverse != 0:
         if reverse != L.TRUE_ADDRESS and reverse != L.FALSE_ADDRESS:
-            error_argument_type("sorted", '"reverse"', reverse, "bool")
+            error_argument_type(text("sorted"), text('"reverse"'), reverse, text("bool"))
         backwards = reverse == L.TRUE_ADDRESS
     held = iter_start(x)
     result = list_from_seq(held)
@@ -245,7 +245,7 @@ def builtin_sorted(x: int, key: int, reverse: int) -> int:
             i += 1
     iter_end(held)
     if sort_items(values, keys, n, backwards) == FAILED:
-        error(comparison_failure(0), "sorted")
+        error(comparison_failure(0), text("sorted"))
     return result
 
 
@@ -258,8 +258,8 @@ def list_from_seq(seq: int) -> int:
 
 
 def builtin_min(key: int, args: int) -> int:
-    held = extremum_iterable(key, args, "min")
-    seq = held_items(held, "min")
+    held = extremum_iterable(key, args, text("min"))
+    seq = held_items(held, text("min"))
     n = items_count(seq)
     items = items_address(seq)
     best = load(items)
@@ -276,7 +276,7 @@ def builtin_min(key: int, args: int) -> int:
         if key != 0:
             store(argument + L.TUPLE_ITEMS, item)
             item_key = call_value(key, argument, 0)
-        if beats(item_key, best_key, "min", 0):
+        if beats(item_key, best_key, text("min"), 0):
             best = item
             best_key = item_key
         i += 1
@@ -285,8 +285,8 @@ def builtin_min(key: int, args: int) -> int:
 
 
 def builtin_max(key: int, args: int) -> int:
-    held = extremum_iterable(key, args, "max")
-    seq = held_items(held, "max")
+    held = extremum_iterable(key, args, text("max"))
+    seq = held_items(held, text("max"))
     n = items_count(seq)
     items = items_address(seq)
     best = load(items)
@@ -303,7 +303,7 @@ def builtin_max(key: int, args: int) -> int:
         if key != 0:
             store(argument + L.TUPLE_ITEMS, item)
             item_key = call_value(key, argument, 0)
-        if beats(item_key, best_key, "max", 2):
+        if beats(item_key, best_key, text("max"), 2):
             best = item
             best_key = item_key
         i += 1
@@ -318,15 +318,15 @@ def extremum_iterable(key: int, args: int, name: int) -> int:
     if count == 0:
         b = buf_new(64)
         buf_str(b, name)
-        buf_str(b, " requires at least one positional argument")
+        buf_str(b, text(" requires at least one positional argument"))
         error(buf_to_string(b, L.TAG_STRING), name)
     if key != 0 and is_callable(key) == 0:
-        error_argument_type(name, '"key"', key, "callable")
+        error_argument_type(name, text('"key"'), key, text("callable"))
     x = args
     if count == 1:
         x = load(args + L.TUPLE_ITEMS)
         if is_iterable(x) == 0:
-            error_with_type(prefixed(name, ""), x, " value is not iterable", name)
+            error_with_type(prefixed(name, text("")), x, text(" value is not iterable"), name)
     return iter_start(x)
 
 
@@ -337,7 +337,7 @@ def held_items(held: int, name: int) -> int:
     if tag != L.TAG_LIST and tag != L.TAG_TUPLE:
         seq = list_from_seq(held)
     if items_count(seq) == 0:
-        error(prefixed(name, "argument is an empty sequence"), name)
+        error(prefixed(name, text("argument is an empty sequence")), name)
     return seq
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, store
+from kforge.starlark.runtime.intrinsics import load, store, text
 from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ ENTRY = L.DICT_ENTRY_SIZE
 
 def dict_clear(d: int) -> int:
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "clear", 0, "clear")  # Go's clear names no method here
+        error_dict_immutable(d, text("clear"), 0, text("clear"))  # Go's clear names no method here
     store(d + L.DICT_LEN, 0)
     store(d + L.DICT_USED, 0)
     index_clear(d)
@@ -55,11 +55,11 @@ def dict_clear(d: int) -> int:
 
 
 def dict_get(d: int, key: int, default: int) -> int:
-    e = dict_find(d, key, hash_key(key, "get"))
+    e = dict_find(d, key, hash_key(key, text("get")))
     if e > LOOKUP_FAILED:
         return load(e + 16)
     if e == LOOKUP_FAILED:
-        error_compare_depth("get")
+        error_compare_depth(text("get"))
     if default != 0:
         return default
     return L.NONE_ADDRESS
@@ -123,17 +123,17 @@ def entry_words(d: int, offset: int) -> int:
 
 def dict_pop(d: int, key: int, default: int) -> int:
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "delete from", "pop", "pop")
+        error_dict_immutable(d, text("delete from"), text("pop"), text("pop"))
     # Go hashes no key for a dict that never held one: d.pop([]) is then only missing
     if load(d + L.DICT_CAP) != 0:
-        e = find_entry(d, key, hash_key(key, "pop"), "pop")
+        e = find_entry(d, key, hash_key(key, text("pop")), text("pop"))
         if e != 0:
             value = load(e + 16)
             dict_remove_entry(d, e)
             return value
     if default != 0:
         return default
-    error("pop: missing key", "pop")
+    error(text("pop: missing key"), text("pop"))
     return 0
 
 
@@ -144,9 +144,9 @@ def dict_popitem(d: int) -> int:
     the first hole's value word: the entries before it are all holes (a hole's value
     word is otherwise 0, and compaction removes the holes with the hint)."""
     if load(d + L.DICT_LEN) == 0:
-        error("popitem: empty dict", "popitem")
+        error(text("popitem: empty dict"), text("popitem"))
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "delete from", "popitem", "popitem")
+        error_dict_immutable(d, text("delete from"), text("popitem"), text("popitem"))
     first = load(d + L.DICT_ENTRIES)
     e = first
     if load(first + 8) == 0:
@@ -168,18 +168,18 @@ def dict_popitem(d: int) -> int:
 def dict_setdefault(d: int, key: int, default: int) -> int:
     if default == 0:
         default = L.NONE_ADDRESS
-    h = hash_key(key, "setdefault")
-    e = find_entry(d, key, h, "setdefault")
+    h = hash_key(key, text("setdefault"))
+    e = find_entry(d, key, h, text("setdefault"))
     if e != 0:
         return load(e + 16)
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "insert into", "setdefault", "setdefault")
+        error_dict_immutable(d, text("insert into"), text("setdefault"), text("setdefault"))
     dict_add(d, key, default, h)
     return default
 
 
 def dict_update(d: int, pairs: int, kwargs: int) -> int:
-    update_dict(d, pairs, kwargs, "update")
+    update_dict(d, pairs, kwargs, text("update"))
     return L.NONE_ADDRESS
 
 
@@ -193,7 +193,9 @@ def update_dict(d: int, pairs: int, kwargs: int, builtin: int) -> None:
         elif is_iterable(pairs):
             update_from_pairs(d, pairs, builtin)
         else:
-            error_with_type(prefixed(builtin, "got "), pairs, ", want iterable", builtin)
+            error_with_type(
+                prefixed(builtin, text("got ")), pairs, text(", want iterable"), builtin
+            )
     if kwargs != 0:
         update_from_entries(d, kwargs, builtin)
 
@@ -211,7 +213,7 @@ def update_from_entries(d: int, other: int, builtin: int) -> None:
 def put_entry(d: int, key: int, value: int, h: int, builtin: int) -> None:
     """``d[key] = value`` (``h`` the hash of ``key``) for the method ``builtin``."""
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "insert into", builtin, builtin)
+        error_dict_immutable(d, text("insert into"), builtin, builtin)
     e = find_entry(d, key, h, builtin)
     if e != 0:
         store(e + 16, value)
@@ -227,18 +229,18 @@ def update_from_pairs(d: int, pairs: int, builtin: int) -> None:
         if pair == 0:
             break
         if is_iterable(pair) == 0:
-            error_pair(builtin, i, " is not iterable (", pair, ")")
+            error_pair(builtin, i, text(" is not iterable ("), pair, text(")"))
         n = known_length(pair)
         if n == 0 - 1:
-            error_pair(builtin, i, " has unknown length (", pair, ")")
+            error_pair(builtin, i, text(" has unknown length ("), pair, text(")"))
         if n != 2:
             b = buf_new(64)
             buf_str(b, builtin)
-            buf_str(b, ": dictionary update sequence element #")
+            buf_str(b, text(": dictionary update sequence element #"))
             buf_decimal(b, i)
-            buf_str(b, " has length ")
+            buf_str(b, text(" has length "))
             buf_decimal(b, n)
-            buf_str(b, ", want 2")
+            buf_str(b, text(", want 2"))
             error(buf_to_string(b, L.TAG_STRING), builtin)
         tag = load(pair) & L.TAG_MASK
         if tag == L.TAG_TUPLE:
@@ -279,7 +281,7 @@ def error_pair(builtin: int, i: int, middle: int, pair: int, after: int) -> None
     """``NAME: dictionary update sequence element #I MIDDLE TYPE AFTER``."""
     b = buf_new(64)
     buf_str(b, builtin)
-    buf_str(b, ": dictionary update sequence element #")
+    buf_str(b, text(": dictionary update sequence element #"))
     buf_decimal(b, i)
     buf_str(b, middle)
     buf_str(b, type_name(pair))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, noreturn, store
+from kforge.starlark.runtime.intrinsics import load, noreturn, store, text
 from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
@@ -56,20 +56,20 @@ def error_dict_immutable(d: int, verb: int, prefix: int, builtin: int) -> None:
     b = buf_new(64)
     if prefix != 0:
         buf_str(b, prefix)
-        buf_str(b, ": ")
-    buf_str(b, "cannot ")
+        buf_str(b, text(": "))
+    buf_str(b, text("cannot "))
     buf_str(b, verb)
     if load(d) & L.FLAG_FROZEN:
-        buf_str(b, " frozen hash table")
+        buf_str(b, text(" frozen hash table"))
     else:
-        buf_str(b, " hash table during iteration")
+        buf_str(b, text(" hash table during iteration"))
     error(buf_to_string(b, L.TAG_STRING), builtin)
 
 
 def dict_resize(d: int, capacity: int) -> None:
     """Give ``d`` a new table for ``capacity`` entries, dropping holes."""
     if capacity > (1 << 32):
-        error("dict too large", 0)
+        error(text("dict too large"), 0)
     old = load(d + L.DICT_ENTRIES)
     end = old + ENTRY * load(d + L.DICT_USED)
     block = alloc(L.BLOCK_DATA + ENTRY * capacity)
@@ -163,7 +163,7 @@ def index_clear(d: int) -> None:
 def dict_set(d: int, key: int, value: int) -> None:
     """``d[key] = value``."""
     if (load(d) & L.FLAG_FROZEN) | load(d + L.DICT_ITERS):
-        error_dict_immutable(d, "insert into", 0, 0)
+        error_dict_immutable(d, text("insert into"), 0, 0)
     dict_put(d, key, value, hash_key(key, 0))
 
 
@@ -210,7 +210,7 @@ def dict_literal_set(d: int, key: int, value: int) -> None:
         error_compare_depth(0)
     if e != 0:
         b = buf_new(32)
-        buf_str(b, "duplicate key: ")
+        buf_str(b, text("duplicate key: "))
         write_repr(b, key)
         error(buf_to_string(b, L.TAG_STRING), 0)
     dict_add(d, key, value, h)

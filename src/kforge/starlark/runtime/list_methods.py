@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, slt, store
+from kforge.starlark.runtime.intrinsics import load, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.builtins_core import check_iterable, int_argument
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def list_append(lst: int, x: int) -> int:
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "append to", "append")
+        error_list_immutable(lst, text("append to"), text("append"))
     n = load(lst + L.LIST_LEN)
     if n == load(lst + L.LIST_CAP):
         list_reserve(lst, 1)
@@ -40,15 +40,15 @@ def list_append(lst: int, x: int) -> int:
 
 def list_clear(lst: int) -> int:
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "clear", "clear")
+        error_list_immutable(lst, text("clear"), text("clear"))
     store(lst + L.LIST_LEN, 0)
     return L.NONE_ADDRESS
 
 
 def list_extend(lst: int, x: int) -> int:
-    check_iterable(x, "extend")
+    check_iterable(x, text("extend"))
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "extend", "extend")
+        error_list_immutable(lst, text("extend"), text("extend"))
     list_extend_iterable(lst, x)
     return L.NONE_ADDRESS
 
@@ -58,10 +58,14 @@ def list_index(lst: int, x: int, start: int, end: int) -> int:
     n = load(lst + L.LIST_LEN)
     first = 0
     if start != 0 and start != L.NONE_ADDRESS:
-        first = clamp_bound(int32_argument(start, "index: invalid start index: ", "index"), n)
+        first = clamp_bound(
+            int32_argument(start, text("index: invalid start index: "), text("index")), n
+        )
     last = n
     if end != 0 and end != L.NONE_ADDRESS:
-        last = clamp_bound(int32_argument(end, "index: invalid end index: ", "index"), n)
+        last = clamp_bound(
+            int32_argument(end, text("index: invalid end index: "), text("index")), n
+        )
     items = load(lst + L.LIST_ITEMS)
     i = first
     if x & 1:
@@ -72,10 +76,10 @@ def list_index(lst: int, x: int, start: int, end: int) -> int:
     else:
         while slt(i, last):
             y = load(items + 8 * i)
-            if (y & 1) == 0 and equal_in(y, x, "index"):
+            if (y & 1) == 0 and equal_in(y, x, text("index")):
                 return (i << 1) | 1
             i += 1
-    error("index: value not in list", "index")
+    error(text("index: value not in list"), text("index"))
     return 0
 
 
@@ -93,9 +97,9 @@ def clamp_bound(i: int, n: int) -> int:
 
 def list_insert(lst: int, index: int, x: int) -> int:
     """``lst.insert(i, x)``: an index past either end inserts at that end."""
-    i = int_argument(index, "insert", "1")
+    i = int_argument(index, text("insert"), text("1"))
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "insert into", "insert")
+        error_list_immutable(lst, text("insert into"), text("insert"))
     n = load(lst + L.LIST_LEN)
     if slt(i, 0):
         i += n
@@ -126,14 +130,14 @@ def list_pop(lst: int, index: int) -> int:
     n = load(lst + L.LIST_LEN)
     i = n - 1
     if index != 0:
-        i = int_argument(index, "pop", "1")
+        i = int_argument(index, text("pop"), text("1"))
     j = i
     if slt(j, 0):
         j += n
     if j >= n:  # negative words are larger than any length
-        error(prefixed("pop", out_of_range_message(i, n, lst)), "pop")
+        error(prefixed(text("pop"), out_of_range_message(i, n, lst)), text("pop"))
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "pop from", "pop")
+        error_list_immutable(lst, text("pop from"), text("pop"))
     items = load(lst + L.LIST_ITEMS)
     p = items + 8 * j
     value = load(p)
@@ -146,7 +150,7 @@ def list_pop(lst: int, index: int) -> int:
 def list_remove(lst: int, x: int) -> int:
     """``lst.remove(x)``: drop the first item equal to ``x``."""
     if (load(lst) & L.FLAG_FROZEN) | load(lst + L.LIST_ITERS):
-        error_list_immutable(lst, "remove from", "remove")
+        error_list_immutable(lst, text("remove from"), text("remove"))
     n = load(lst + L.LIST_LEN)
     items = load(lst + L.LIST_ITEMS)
     i = 0
@@ -154,11 +158,11 @@ def list_remove(lst: int, x: int) -> int:
         y = load(items + 8 * i)
         if y == x and (x & 1):
             break
-        if (y & 1) == 0 and (x & 1) == 0 and equal_in(y, x, "remove"):
+        if (y & 1) == 0 and (x & 1) == 0 and equal_in(y, x, text("remove")):
             break
         i += 1
     if i == n:
-        error("remove: element not found", "remove")
+        error(text("remove: element not found"), text("remove"))
     p = items + 8 * i
     if i + 1 < n:
         copy_words(p, p + 8, n - 1 - i)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, noreturn, sar, slt, store
+from kforge.starlark.runtime.intrinsics import load, noreturn, sar, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def items_block(capacity: int) -> int:
     """A raw block of ``capacity`` words; returns the address of its first word."""
     if capacity > (1 << 36):
-        error("list too large", 0)
+        error(text("list too large"), 0)
     block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + 8 * capacity)
     store(block + L.BLOCK_CAP, 8 * capacity)
     return block + L.BLOCK_DATA
@@ -56,7 +56,7 @@ def list_from_items(items: int, n: int) -> int:
 def tuple_with(n: int) -> int:
     """A new tuple of length ``n``, items to be stored by the caller."""
     if n > (1 << 36):
-        error("tuple too large", 0)
+        error(text("tuple too large"), 0)
     t = alloc_object(L.TAG_TUPLE, L.TUPLE_ITEMS + 8 * n)
     store(t + L.TUPLE_LEN, n)
     return t
@@ -115,13 +115,13 @@ def error_list_immutable(lst: int, verb: int, builtin: int) -> None:
     b = buf_new(64)
     if builtin != 0:
         buf_str(b, builtin)
-        buf_str(b, ": ")
-    buf_str(b, "cannot ")
+        buf_str(b, text(": "))
+    buf_str(b, text("cannot "))
     buf_str(b, verb)
     if load(lst) & L.FLAG_FROZEN:
-        buf_str(b, " frozen list")
+        buf_str(b, text(" frozen list"))
     else:
-        buf_str(b, " list during iteration")
+        buf_str(b, text(" list during iteration"))
     error(buf_to_string(b, L.TAG_STRING), builtin)
 
 
@@ -151,17 +151,17 @@ def repeat_count(count: int, length: int) -> int:
     if length == 0:
         return 0
     if (count & 1) == 0 or (sar(count, 1) + (1 << 31)) >= (1 << 32):
-        error_with_value("repeat count ", count, " too large")
+        error_with_value(text("repeat count "), count, text(" too large"))
     times = sar(count, 1)
     if slt(times, 1):
         return 0
     if times > ((1 << 30) - 1) // length:
         b = buf_new(64)
-        buf_str(b, "excessive repeat (")
+        buf_str(b, text("excessive repeat ("))
         buf_decimal(b, length)
-        buf_str(b, " * ")
+        buf_str(b, text(" * "))
         buf_decimal(b, times)
-        buf_str(b, " elements)")
+        buf_str(b, text(" elements)"))
         error(buf_to_string(b, L.TAG_STRING), 0)
     return times
 

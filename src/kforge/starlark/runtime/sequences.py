@@ -14,7 +14,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, noreturn, sar, sge, slt, store, storeb
+from kforge.starlark.runtime.intrinsics import (
+    load,
+    loadb,
+    noreturn,
+    sar,
+    sge,
+    slt,
+    store,
+    storeb,
+    text,
+)
 from kforge.starlark.runtime.values import LOOKUP_FAILED
 
 if TYPE_CHECKING:
@@ -80,11 +90,11 @@ def int32_argument(v: int, what: int, builtin: int) -> int:
     buf_str(b, what)
     if tag_of(v) == L.TAG_BIGINT or v & 1:
         write_str(b, v)
-        buf_str(b, " out of range")
+        buf_str(b, text(" out of range"))
     else:
-        buf_str(b, "got ")
+        buf_str(b, text("got "))
         buf_str(b, type_name(v))
-        buf_str(b, ", want int")
+        buf_str(b, text(", want int"))
     error(buf_to_string(b, L.TAG_STRING), builtin)
     return 0
 
@@ -109,7 +119,7 @@ def index_in(v: int, n: int, container: int, named: int) -> int:
             if j < n:
                 return j
             error(out_of_range_message(i, n, container), 0)
-    what = ""
+    what = text("")
     if named:
         what = index_prefix(container)
     int32_argument(v, what, 0)
@@ -118,26 +128,26 @@ def index_in(v: int, n: int, container: int, named: int) -> int:
 
 def index_prefix(container: int) -> int:
     """``list index: `` and the like, for an index that is not an int."""
-    return string_concat_text(type_name(container), " index: ")
+    return string_concat_text(type_name(container), text(" index: "))
 
 
 def out_of_range_message(i: int, n: int, container: int) -> int:
     """``list index 5 out of range [-2:1]``, or ``index 0 out of range: empty list``."""
     b = buf_new(64)
     if n == 0:
-        buf_str(b, "index ")
+        buf_str(b, text("index "))
         write_signed(b, i)
-        buf_str(b, " out of range: empty ")
+        buf_str(b, text(" out of range: empty "))
         buf_str(b, type_name(container))
     else:
         buf_str(b, type_name(container))
-        buf_str(b, " index ")
+        buf_str(b, text(" index "))
         write_signed(b, i)
-        buf_str(b, " out of range [")
+        buf_str(b, text(" out of range ["))
         write_signed(b, 0 - n)
-        buf_str(b, ":")
+        buf_str(b, text(":"))
         write_signed(b, n - 1)
-        buf_str(b, "]")
+        buf_str(b, text("]"))
     return buf_to_string(b, L.TAG_STRING)
 
 
@@ -157,9 +167,9 @@ def get_index(x: int, key: int) -> int:
         if e == LOOKUP_FAILED:
             error_compare_depth(0)
         b = buf_new(32)
-        buf_str(b, "key ")
+        buf_str(b, text("key "))
         write_repr(b, key)
-        buf_str(b, " not in dict")
+        buf_str(b, text(" not in dict"))
         error(buf_to_string(b, L.TAG_STRING), 0)
     if tag == L.TAG_TUPLE:
         i = index_in(key, load(x + L.TUPLE_LEN), x, 1)
@@ -210,11 +220,11 @@ def elems_index(x: int, key: int) -> int:
 @noreturn
 def error_unhandled_index(x: int, key: int) -> None:
     b = buf_new(32)
-    buf_str(b, "unhandled index operation ")
+    buf_str(b, text("unhandled index operation "))
     buf_str(b, type_name(x))
-    buf_str(b, "[")
+    buf_str(b, text("["))
     buf_str(b, type_name(key))
-    buf_str(b, "]")
+    buf_str(b, text("]"))
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
@@ -226,10 +236,10 @@ def set_index(x: int, key: int, value: int) -> None:
         return
     if tag == L.TAG_LIST:
         i = index_in(key, load(x + L.LIST_LEN), x, 0)
-        check_list_mutable(x, "assign to element of")
+        check_list_mutable(x, text("assign to element of"))
         store(load(x + L.LIST_ITEMS) + (i << 3), value)
         return
-    error_with_type("", x, " value does not support item assignment", 0)
+    error_with_type(text(""), x, text(" value does not support item assignment"), 0)
 
 
 # -- slices ---------------------------------------------------------------------------
@@ -252,19 +262,19 @@ def get_slice(x: int, lo: int, hi: int, step_value: int) -> int:
     n = length_for_slice(x, tag)
     step = 1
     if step_value != 0 and step_value != L.NONE_ADDRESS:
-        step = index_word(step_value, "invalid slice step: ")
+        step = index_word(step_value, text("invalid slice step: "))
         if step == 0:
-            error("zero is not a valid slice step", 0)
+            error(text("zero is not a valid slice step"), 0)
     if sge(step, 0):
-        start = clamp(slice_bound(lo, n, 0, "invalid start index: "), n)
-        end = clamp(slice_bound(hi, n, n, "invalid end index: "), n)
+        start = clamp(slice_bound(lo, n, 0, text("invalid start index: ")), n)
+        end = clamp(slice_bound(hi, n, n, text("invalid end index: ")), n)
         if slt(end, start):
             end = start
     else:
-        start = slice_bound(lo, n, n - 1, "invalid start index: ")
+        start = slice_bound(lo, n, n - 1, text("invalid start index: "))
         if sge(start, n):
             start = n - 1
-        end = slice_bound(hi, n, 0 - 1, "invalid end index: ")
+        end = slice_bound(hi, n, 0 - 1, text("invalid end index: "))
         if slt(end, 0 - 1):
             end = 0 - 1
         if slt(start, end):
@@ -302,7 +312,7 @@ def length_for_slice(x: int, tag: int) -> int:
         return load(x + L.STR_LEN)
     if tag == L.TAG_RANGE:
         return load(x + L.RANGE_LEN)
-    error_with_type("invalid slice operand ", x, "", 0)
+    error_with_type(text("invalid slice operand "), x, text(""), 0)
     return 0
 
 
@@ -345,14 +355,16 @@ def contains(container: int, item: int) -> int:
         return items_contain(container + L.TUPLE_ITEMS, load(container + L.TUPLE_LEN), item)
     if tag == L.TAG_STRING:
         if tag_of(item) != L.TAG_STRING:
-            error_with_type("'in <string>' requires string as left operand, not ", item, "", 0)
+            error_with_type(
+                text("'in <string>' requires string as left operand, not "), item, text(""), 0
+            )
         found = string_find_bytes(container, item, 0, load(container + L.STR_LEN))
         return found != 0 - 1
     if tag == L.TAG_BYTES:
         return bytes_contains(container, item)
     if tag == L.TAG_RANGE:
         return range_contains(container, item)
-    error_binary("in", item, container)
+    error_binary(text("in"), item, container)
     return 0
 
 
@@ -381,7 +393,7 @@ def bytes_contains(container: int, item: int) -> int:
     if item & 1:
         value = sar(item, 1)
         if value >= 256:
-            error_with_value("int in bytes: ", item, " out of range")
+            error_with_value(text("int in bytes: "), item, text(" out of range"))
         n = load(container + L.STR_LEN)
         i = 0
         while i < n:
@@ -389,14 +401,18 @@ def bytes_contains(container: int, item: int) -> int:
                 return 1
             i += 1
         return 0
-    error_with_type("'in bytes' requires bytes or int as left operand, not ", item, "", 0)
+    error_with_type(
+        text("'in bytes' requires bytes or int as left operand, not "), item, text(""), 0
+    )
     return 0
 
 
 def range_contains(r: int, item: int) -> int:
     if (item & 1) == 0:
         if tag_of(item) != L.TAG_INT:
-            error_with_type("'in <range>' requires integer as left operand, not ", item, "", 0)
+            error_with_type(
+                text("'in <range>' requires integer as left operand, not "), item, text(""), 0
+            )
         return 0  # a big int: out of any range's (32-bit) bounds
     x = sar(item, 1)
     n = load(r + L.RANGE_LEN)
@@ -426,7 +442,7 @@ def unpack(v: int, want: int) -> int:
         check_unpack_count(load(v + L.LIST_LEN), want)
         return load(v + L.LIST_ITEMS)
     if is_iterable(v) == 0:
-        error_with_type("got ", v, " in sequence assignment", 0)
+        error_with_type(text("got "), v, text(" in sequence assignment"), 0)
     items = iterable_to_list(v)
     check_unpack_count(load(items + L.LIST_LEN), want)
     return load(items + L.LIST_ITEMS)
@@ -438,13 +454,13 @@ def check_unpack_count(got: int, want_word: int) -> None:
         return
     b = buf_new(64)
     if got > want:
-        buf_str(b, "too many values to unpack (got ")
+        buf_str(b, text("too many values to unpack (got "))
     else:
-        buf_str(b, "too few values to unpack (got ")
+        buf_str(b, text("too few values to unpack (got "))
     buf_decimal(b, got)
-    buf_str(b, ", want ")
+    buf_str(b, text(", want "))
     buf_decimal(b, want)
-    buf_str(b, ")")
+    buf_str(b, text(")"))
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
@@ -476,7 +492,7 @@ def iter_start(x: int) -> int:
         return x
     if tag == L.TAG_STRING_ELEMS:
         return elems_prepare(x)
-    error_with_type("", x, " value is not iterable", 0)
+    error_with_type(text(""), x, text(" value is not iterable"), 0)
     return 0
 
 
@@ -556,7 +572,7 @@ def codepoint_items(x: int) -> int:
         if ords:
             store(items, small(code))
         elif code == 0xFFFD:
-            store(items, "\ufffd")
+            store(items, text("\ufffd"))
         else:
             store(items, substring(s, i, width))
         items += 8

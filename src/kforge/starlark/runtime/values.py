@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, load, loadb, noreturn, store
+from kforge.starlark.runtime.intrinsics import Global, load, loadb, noreturn, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import mag_compare
@@ -39,34 +39,34 @@ def type_name(v: int) -> int:
     """The name ``type(v)`` gives, as a str."""
     tag = tag_of(v)
     if tag == L.TAG_INT:
-        return "int"
+        return text("int")
     if tag == L.TAG_STRING:
-        return "string"
+        return text("string")
     if tag == L.TAG_NONE:
-        return "NoneType"
+        return text("NoneType")
     if tag == L.TAG_BOOL:
-        return "bool"
+        return text("bool")
     if tag == L.TAG_LIST:
-        return "list"
+        return text("list")
     if tag == L.TAG_TUPLE:
-        return "tuple"
+        return text("tuple")
     if tag == L.TAG_DICT:
-        return "dict"
+        return text("dict")
     if tag == L.TAG_BYTES:
-        return "bytes"
+        return text("bytes")
     if tag == L.TAG_RANGE:
-        return "range"
+        return text("range")
     if tag == L.TAG_FUNCTION:
-        return "function"
+        return text("function")
     if tag == L.TAG_BUILTIN:
-        return "builtin_function_or_method"
+        return text("builtin_function_or_method")
     if tag == L.TAG_MODULE:
-        return "module"
+        return text("module")
     if tag == L.TAG_FLOAT:
-        return "float"
+        return text("float")
     if tag == L.TAG_STRING_ELEMS:
         return elems_type_name(v)
-    return "unknown"
+    return text("unknown")
 
 
 def elems_type_name(v: int) -> int:
@@ -74,10 +74,10 @@ def elems_type_name(v: int) -> int:
     ``elem_ords()`` a ``string.elems``, the ords being a flag of the same view."""
     kind = load(v + L.ELEMS_KIND)
     if kind == L.ELEMS_CODEPOINTS or kind == L.ELEMS_CODEPOINT_ORDS:
-        return "string.codepoints"
+        return text("string.codepoints")
     if kind == L.ELEMS_BYTES_ELEMS:
-        return "bytes.elems"
-    return "string.elems"
+        return text("bytes.elems")
+    return text("string.elems")
 
 
 # -- errors that name types -----------------------------------------------------------
@@ -86,20 +86,20 @@ def elems_type_name(v: int) -> int:
 def error_binary(op: int, a: int, b: int) -> None:
     """``unknown binary op: T op U`` (``op`` is a str)."""
     buffer = buf_new(64)
-    buf_str(buffer, "unknown binary op: ")
+    buf_str(buffer, text("unknown binary op: "))
     buf_str(buffer, type_name(a))
-    buf_str(buffer, " ")
+    buf_str(buffer, text(" "))
     buf_str(buffer, op)
-    buf_str(buffer, " ")
+    buf_str(buffer, text(" "))
     buf_str(buffer, type_name(b))
     error(buf_to_string(buffer, L.TAG_STRING), 0)
 
 
 def error_unary(op: int, a: int) -> None:
     buffer = buf_new(64)
-    buf_str(buffer, "unknown unary op: ")
+    buf_str(buffer, text("unknown unary op: "))
     buf_str(buffer, op)
-    buf_str(buffer, " ")
+    buf_str(buffer, text(" "))
     buf_str(buffer, type_name(a))
     error(buf_to_string(buffer, L.TAG_STRING), 0)
 
@@ -127,9 +127,9 @@ def no_such_method(v: int, name: int) -> None:
     """``T has no .name field or method``."""
     buffer = buf_new(64)
     buf_str(buffer, type_name(v))
-    buf_str(buffer, " has no .")
+    buf_str(buffer, text(" has no ."))
     buf_str(buffer, name)
-    buf_str(buffer, " field or method")
+    buf_str(buffer, text(" field or method"))
     error(buf_to_string(buffer, L.TAG_STRING), 0)
 
 
@@ -469,28 +469,28 @@ def comparison_failure(op: int) -> int:
     ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``): ``int < string not implemented``."""
     a = _failed_left.value
     if a == 0:
-        return "comparison exceeded maximum recursion depth"
-    symbol = "<"
+        return text("comparison exceeded maximum recursion depth")
+    symbol = text("<")
     if op == 1:
-        symbol = "<="
+        symbol = text("<=")
     if op == 2:
-        symbol = ">"
+        symbol = text(">")
     if op == 3:
-        symbol = ">="
+        symbol = text(">=")
     buffer = buf_new(64)
     buf_str(buffer, type_name(a))
-    buf_str(buffer, " ")
+    buf_str(buffer, text(" "))
     buf_str(buffer, symbol)
-    buf_str(buffer, " ")
+    buf_str(buffer, text(" "))
     buf_str(buffer, type_name(_failed_right.value))
-    buf_str(buffer, " not implemented")
+    buf_str(buffer, text(" not implemented"))
     return buf_to_string(buffer, L.TAG_STRING)
 
 
 @noreturn
 def error_compare_depth(builtin: int) -> None:
     """``comparison exceeded maximum recursion depth`` (after ``NAME: `` for a builtin)."""
-    message = "comparison exceeded maximum recursion depth"
+    message = text("comparison exceeded maximum recursion depth")
     if builtin != 0:
         message = prefixed(builtin, message)
     error(message, builtin)
@@ -500,7 +500,7 @@ def prefixed(builtin: int, message: int) -> int:
     """``NAME: message`` (Go's ``nameErr``)."""
     buffer = buf_new(64)
     buf_str(buffer, builtin)
-    buf_str(buffer, ": ")
+    buf_str(buffer, text(": "))
     buf_str(buffer, message)
     return buf_to_string(buffer, L.TAG_STRING)
 
@@ -619,9 +619,9 @@ def unhashable_message() -> int:
     tag = load(v) & L.TAG_MASK
     buffer = buf_new(32)
     if tag == L.TAG_LIST or tag == L.TAG_DICT:
-        buf_str(buffer, "unhashable type: ")
+        buf_str(buffer, text("unhashable type: "))
     else:
-        buf_str(buffer, "unhashable: ")
+        buf_str(buffer, text("unhashable: "))
     buf_str(buffer, type_name(v))
     return buf_to_string(buffer, L.TAG_STRING)
 
