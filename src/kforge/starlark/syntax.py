@@ -97,14 +97,16 @@ def parse(text: str, filename: str) -> Source:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         tokens = []  # the parser below says what is wrong, and where
+    renamed, aliases = _rename_python_keywords(_ascii_bytes_literals(text, tokens), tokens)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            module = ast.parse(
-                _ascii_bytes_literals(text, tokens), filename=filename, feature_version=(3, 11)
-            )
+            module = ast.parse(renamed, filename=filename, feature_version=(3, 11))
+
     except SyntaxError as error:
         line, col, message = error.lineno or 1, error.offset or 1, _syntax_message(error)
+        if message == "expected ':'" and _at_line_end(text, line, col):
+            line, col, message = line + 1, 1, "got newline, want ':'"  # Go: at the newline token
         if message.endswith("was never closed"):  # Go stops at the end of the file
             line, col = text.count("\n") + 1, 1
             closing = {"(": ")", "[": "]", "{": "}"}.get(message[1:2], ")")
@@ -114,6 +116,8 @@ def parse(text: str, filename: str) -> Source:
         raise StarlarkCompileError(filename, 1, 1, f"cannot parse: {error}") from None
     if not tokens:
         tokens = _tokens(text, filename)
+    if aliases:
+        _restore_names(module, aliases)
     _check_numbers(tokens, filename)
     _to_character_columns(module, text)
     strings = _decode_strings(module, tokens, filename)
@@ -144,6 +148,50 @@ def _ascii_bytes_literals(text: str, tokens: list[tokenize.TokenInfo]) -> str:
     return "".join(lines)
 
 
+#: Words Python reserves but Starlark takes as plain identifiers (``assert.eq(...)``).
+_PYTHON_ONLY_KEYWORDS = frozenset({"assert", "async", "await"})
+
+
+def _rename_python_keywords(text: str, tokens: list[tokenize.TokenInfo]) -> tuple[str, dict[str, str]]:
+    """The source with each identifier Python would take for a keyword replaced by a
+    fresh name of the same length (so every column stays), and the renaming."""
+    used = {t.string for t in tokens if t.type == tokenize.NAME}
+    found = [t for t in tokens if t.type == tokenize.NAME and t.string in _PYTHON_ONLY_KEYWORDS]
+    if not found:
+        return text, {}
+    aliases: dict[str, str] = {}
+    for word in {t.string for t in found}:
+        for number in range(10**6):
+            suffix = str(number)
+            candidate = word[: len(word) - len(suffix)] + suffix
+            if candidate not in used and candidate.isidentifier():
+                aliases[word] = candidate
+                used.add(candidate)
+                break
+    lines = text.splitlines(keepends=True)
+    for token in reversed(found):
+        line, col = token.start
+        original = lines[line - 1]
+        # tokenize counts characters; the line is rebuilt around the same characters
+        lines[line - 1] = original[:col] + aliases[token.string] + original[col + len(token.string) :]
+    return "".join(lines), {alias: word for word, alias in aliases.items()}
+
+
+def _restore_names(module: ast.Module, aliases: dict[str, str]) -> None:
+    """Give the renamed identifiers their own names back, wherever a name appears."""
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name) and node.id in aliases:
+            node.id = aliases[node.id]
+        elif isinstance(node, ast.Attribute) and node.attr in aliases:
+            node.attr = aliases[node.attr]
+        elif isinstance(node, ast.arg) and node.arg in aliases:
+            node.arg = aliases[node.arg]
+        elif isinstance(node, ast.keyword) and node.arg in aliases:
+            node.arg = aliases[node.arg]
+        elif isinstance(node, ast.FunctionDef) and node.name in aliases:
+            node.name = aliases[node.name]
+
+
 def _to_character_columns(module: ast.Module, text: str) -> None:
     """Python's tree counts columns in UTF-8 bytes; Starlark (and tokenize) counts
     characters: convert every node's columns on lines that are not ASCII."""
@@ -168,6 +216,11 @@ def _to_character_columns(module: ast.Module, text: str) -> None:
             and getattr(node, "end_col_offset", None) is not None
         ):
             node.end_col_offset = convert(end_line, node.end_col_offset)  # type: ignore[attr-defined]
+
+
+def _at_line_end(text: str, line: int, col: int) -> bool:
+    lines = text.splitlines()
+    return 0 < line <= len(lines) and not lines[line - 1][col - 1 :].strip()
 
 
 def _syntax_message(error: SyntaxError) -> str:

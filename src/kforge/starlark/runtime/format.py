@@ -332,7 +332,7 @@ def print_end(b: int) -> None:
 
 def print_separator(sep: int) -> int:
     if tag_of(sep) != L.TAG_STRING:
-        error_with_type_name("print: for parameter sep: got ", sep, ", want string", "print")
+        error_with_type_name('print: for parameter "sep": got ', sep, ", want string", "print")
     return sep
 
 

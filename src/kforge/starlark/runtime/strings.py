@@ -17,6 +17,7 @@ from kforge.starlark.runtime.intrinsics import load, loadb, slt, store, storeb
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
+    from kforge.starlark.runtime.lists import repeat_count
 
 
 def string_new(tag: int, length: int) -> int:
@@ -55,22 +56,12 @@ def string_concat(a: int, b: int) -> int:
 
 
 def string_repeat(s: int, count: int) -> int:
-    """``s * count`` (``count`` an int; negative counts as 0)."""
+    """``s * count`` (``count`` an int; below 1 counts as 0), with Go's limits."""
     tag = load(s) & L.TAG_MASK
     n = load(s + L.STR_LEN)
-    if (count & 1) == 0:
-        if (load(count + L.BIGINT_INFO) >> 32) != 0:
-            return string_new(tag, 0)
-        if n != 0:
-            error("excessive repeat count", 0)
+    times = repeat_count(count, n)
+    if times == 0:
         return string_new(tag, 0)
-    times = count >> 1
-    if slt(count, 0):
-        times = 0
-    if times == 0 or n == 0:
-        return string_new(tag, 0)
-    if times > (1 << 40) // n:
-        error("excessive repeat count", 0)
     result = string_new(tag, n * times)
     p = result + L.STR_DATA
     i = 0
