@@ -98,6 +98,7 @@ def parse(text: str, filename: str) -> Source:
     except (tokenize.TokenError, SyntaxError):
         tokens = []  # the parser below says what is wrong, and where
     renamed, aliases = _rename_python_keywords(_ascii_bytes_literals(text, tokens), tokens)
+    renamed = _parenthesize_lambda_conditions(renamed)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -218,7 +219,51 @@ def _to_character_columns(module: ast.Module, text: str) -> None:
             node.end_col_offset = convert(end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
+def _parenthesize_lambda_conditions(text: str) -> str:
+    """Starlark lets a comprehension's ``if`` take any expression (``[x for x in y if
+    lambda: z]``), Python only a narrower one: put such a ``lambda`` in parentheses."""
+    if "lambda" not in text:
+        return text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    inserts: list[tuple[tuple[int, int], str]] = []
+    depth = 0
+    opened: list[int] = []  # depth at which a parenthesized lambda waits to be closed
+    for index, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            while opened and opened[-1] == depth:
+                inserts.append((token.start, ")"))
+                opened.pop()
+            depth -= 1
+        elif token.type == tokenize.NAME and token.string in ("for", "if") and opened and opened[-1] == depth:
+            previous = tokens[index - 1]
+            if not (previous.type == tokenize.NAME and previous.string == "else"):
+                inserts.append((token.start, ")"))
+                opened.pop()
+        if (
+            token.type == tokenize.NAME
+            and token.string == "lambda"
+            and depth > 0
+            and index > 0
+            and tokens[index - 1].type == tokenize.NAME
+            and tokens[index - 1].string == "if"
+        ):
+            inserts.append((token.start, "("))
+            opened.append(depth)
+    if not inserts:
+        return text
+    lines = text.splitlines(keepends=True)
+    for (line, col), piece in sorted(inserts, reverse=True):
+        lines[line - 1] = lines[line - 1][:col] + piece + lines[line - 1][col:]
+    return "".join(lines)
+
+
 def _at_line_end(text: str, line: int, col: int) -> bool:
+
     lines = text.splitlines()
     return 0 < line <= len(lines) and not lines[line - 1][col - 1 :].strip()
 
