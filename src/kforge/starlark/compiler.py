@@ -221,8 +221,9 @@ class ProgramCompiler:
         functions = dict(runtime.functions)
         functions.update(self.state.functions)
         if self.state.method_tables:
-            for table in tables.method_tables(self.state):
-                functions[table.name] = table
+            functions["method_number"] = tables.method_number_function(self.state)
+        functions["method_names"] = tables.method_names_function(self.state)
+
         if self.state.builtin_values:
             functions["builtin_call"] = tables.builtin_call_function(self.state)
         declarations = dict(runtime.data.items)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kforge.starlark import layout as L
+from kforge.starlark import spelling
 from kforge.starlark.builder import Builder
 from kforge.starlark.builtins import FORGE_MODULE, FUNCTIONS, HOST, METHODS, TESTING, Builtin
 from kforge.starlark.data import Declarations
@@ -406,9 +407,11 @@ class FunctionCompiler:
         for local, exported in pairs:
             item = info.globals.get(exported)
             if item is None:
+                hint = spelling.hint(exported, sorted(info.globals))
                 raise self.module.fail(
-                    call, f"load: name {exported} not found in module {module_name}"
+                    call, f"load: name {exported} not found in module {module_name}{hint}"
                 )
+
             value = self.b.load(ZERO, ref=DataRef(item))
             ok, missing = self.b.new_block(), self.b.new_block()
             self.b.br("NZ", value, -1, ok, missing)
@@ -1429,7 +1432,11 @@ class FunctionCompiler:
         """The call's arguments as a tuple and a dict (or 0), for the runtime: evaluated
         in source order, each stored as soon as it is computed."""
         ordered = self.ordered_arguments(node)
-        plain = sum(1 for name, expression in ordered if name is None and not isinstance(expression, ast.Starred))
+        plain = sum(
+            1
+            for name, expression in ordered
+            if name is None and not isinstance(expression, ast.Starred)
+        )
         named = sum(1 for name, _ in ordered if name not in (None, "**"))
         positional = self.rt("tuple_with", self.const(plain))
         keywords = ZERO
@@ -1565,7 +1572,14 @@ class FunctionCompiler:
                 if user:
                     message = f'function {name} got an unexpected keyword argument "{keyword}"'
                 elif keywords_allowed or nkwonly:
-                    message = f'{name}: unexpected keyword argument "{keyword}"'
+                    candidates = [
+                        p
+                        for i, p in enumerate(params)
+                        if keywords_allowed is None or p in keywords_allowed or i >= limit
+                    ]
+                    hint = spelling.hint(keyword, candidates)
+                    message = f'{name}: unexpected keyword argument "{keyword}"{hint}'
+
                 else:
                     message = f"{name}: unexpected keyword arguments"
                 self.fail_call(message, name, user)

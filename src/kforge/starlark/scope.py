@@ -23,6 +23,7 @@ import ast
 from dataclasses import dataclass, field
 from enum import Enum
 
+from kforge.starlark import spelling
 from kforge.starlark.errors import StarlarkCompileError
 
 
@@ -375,7 +376,7 @@ class Resolver:
             return Binding(Kind.PREDECLARED, name)
         if name in self.universal:
             return Binding(Kind.UNIVERSAL, name)
-        raise self.fail(node, f"undefined: {name}")
+        raise self.undefined(node, None)
 
     def lookup(self, node: ast.Name, block: _Block) -> Binding:
         name = node.id
@@ -388,9 +389,9 @@ class Resolver:
                 variable.is_cell = True
                 return Binding(Kind.FREE, name, variable, block.function.capture(variable))
             at = at.parent
-        return self.toplevel_late(node)
+        return self.toplevel_late(node, block)
 
-    def toplevel_late(self, node: ast.Name) -> Binding:
+    def toplevel_late(self, node: ast.Name, block: _Block) -> Binding:
         """A function's use of a name that is not local: any global of the file counts."""
         name = node.id
         if name in self.loads:
@@ -401,7 +402,16 @@ class Resolver:
             return Binding(Kind.PREDECLARED, name)
         if name in self.universal:
             return Binding(Kind.UNIVERSAL, name)
-        raise self.fail(node, f"undefined: {name}")
+        raise self.undefined(node, block)
+
+    def undefined(self, node: ast.Name, block: _Block | None) -> StarlarkCompileError:
+        """``undefined: NAME``, with the nearest local or global name as a hint."""
+        names = set(self.globals) | set(self.loads)
+        at = block
+        while at is not None:
+            names.update(at.names)
+            at = at.parent
+        return self.fail(node, f"undefined: {node.id}{spelling.hint(node.id, sorted(names))}")
 
 
 def resolve(

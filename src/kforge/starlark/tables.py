@@ -83,9 +83,9 @@ def builtin_call_function(state: ProgramState) -> Function:
     return function
 
 
-def method_tables(state: ProgramState) -> list[Function]:
-    """``method_number(tag, name)`` (0 if the type has no such method) and
-    ``method_names(tag)`` (a static tuple of the sorted names, for ``dir``)."""
+def method_number_function(state: ProgramState) -> Function:
+    """``method_number(tag, name)``: the builtin number of a type's method, 0 if the type
+    has no such method (for ``getattr`` and ``hasattr``)."""
     number_every_method(state)
     lookup = Function("method_number", 2)
     b = Builder(lookup)
@@ -103,7 +103,12 @@ def method_tables(state: ProgramState) -> list[Function]:
         b.ret(b.li(value))
         b.set_block(other)
     b.ret(ZERO)
+    return lookup
 
+
+def method_names_function(state: ProgramState) -> Function:
+    """``method_names(tag)``: a static tuple of a type's sorted method names (for ``dir``
+    and the spelling hint of a missing attribute)."""
     names = Function("method_names", 1)
     b = Builder(names)
     (tag,) = b.params(1)
@@ -126,4 +131,5 @@ def method_tables(state: ProgramState) -> list[Function]:
         b.set_block(other)
     empty = state.data.record("methods:none", (L.TAG_TUPLE | L.FLAG_STATIC | L.FLAG_FROZEN, 0))
     b.ret(b.li_ref(DataRef(empty)))
-    return [lookup, names]
+    return names
+

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, jump_address, load, store
+from kforge.starlark.runtime.intrinsics import Global, jump_address, load, loadb, store, storeb
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -330,7 +330,7 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
                 j += 1
             if found == 0 - 1:
                 if (flags & L.BDESC_HAS_KWARGS) == 0:
-                    error_builtin_keyword(name, ": unexpected keyword argument ", key)
+                    error_unexpected_keyword(desc, name, key, total, keywords_allowed)
                 if extra_keywords == 0:
                     extra_keywords = dict_new(0)
                 dict_put(extra_keywords, key, load(e + 16), hash_value(key))
@@ -377,6 +377,29 @@ def error_builtin_keyword(name: int, text: int, key: int) -> None:
     error(buf_to_string(b, L.TAG_STRING), name)
 
 
+def error_unexpected_keyword(desc: int, name: int, key: int, total: int, allowed: int) -> None:
+    """``NAME: unexpected keyword argument "key"``, with the nearest parameter that may
+    be given by keyword as a hint."""
+    candidates = alloc(8 * total + 8)
+    count = 0
+    j = 0
+    while j < total:
+        if (allowed >> j) & 1:
+            store(candidates + 8 * count, load(desc + L.BDESC_PARAMS + 8 * j))
+            count += 1
+        j += 1
+    b = buf_new(64)
+    buf_str(b, name)
+    buf_str(b, ": unexpected keyword argument ")
+    write_repr(b, key)
+    hint = nearest_name(key, candidates, count)
+    if hint != 0:
+        buf_str(b, " (did you mean ")
+        buf_str(b, hint)
+        buf_str(b, "?)")
+    error(buf_to_string(b, L.TAG_STRING), name)
+
+
 def error_builtin_count(name: int, given: int, nparams: int, flags: int, required: int) -> None:
     """``NAME: got N arguments, want [at least |at most |exactly ]M``."""
     b = buf_new(64)
@@ -411,8 +434,86 @@ def getattr_value(x: int, name: int) -> int:
     buf_str(b, " has no .")
     buf_str(b, name)
     buf_str(b, " field or method")
+    names = builtin_dir(x)
+    hint = nearest_name(name, load(names + L.LIST_ITEMS), load(names + L.LIST_LEN))
+    if hint != 0:
+        buf_str(b, " (did you mean .")
+        buf_str(b, hint)
+        buf_str(b, "?)")
     error(buf_to_string(b, L.TAG_STRING), 0)
     return 0
+
+
+def nearest_name(name: int, names: int, count: int) -> int:
+    """The str among ``count`` words at ``names`` that ``name`` most likely misspells, or
+    0: ``kforge.starlark.spelling.nearest`` (underscores dropped, ASCII letters lowered;
+    a candidate needs fewer edits than half the folded name; the first of equals wins)."""
+    x = folded_name(name)
+    best = 0
+    best_distance = (load(x) + 1) >> 1
+    i = 0
+    while i < count:
+        candidate = load(names + 8 * i)
+        i += 1
+        distance = edit_distance(x, folded_name(candidate))
+        if distance < best_distance:
+            best = candidate
+            best_distance = distance
+    return best
+
+
+def folded_name(s: int) -> int:
+    """A scratch copy of a str's bytes (length word, then bytes) without underscores and
+    with ASCII capitals lowered."""
+    n = load(s + L.STR_LEN)
+    out = alloc(n + 8)
+    length = 0
+    i = 0
+    while i < n:
+        c = loadb(s + L.STR_DATA + i)
+        i += 1
+        if c == 95:
+            continue
+        if c >= 65 and c <= 90:
+            c += 32
+        storeb(out + 8 + length, c)
+        length += 1
+    store(out, length)
+    return out
+
+
+def edit_distance(a: int, b: int) -> int:
+    """Levenshtein distance between two folded names, one row of the table at a time."""
+    if load(a) > load(b):
+        t = a
+        a = b
+        b = t
+    na = load(a)
+    nb = load(b)
+    row = alloc(8 * nb + 8)
+    j = 0
+    while j <= nb:
+        store(row + 8 * j, j)
+        j += 1
+    i = 1
+    while i <= na:
+        previous = load(row)
+        store(row, i)
+        ca = loadb(a + 7 + i)
+        j = 1
+        while j <= nb:
+            best = previous
+            if ca != loadb(b + 7 + j):
+                best += 1
+            previous = load(row + 8 * j)
+            if load(row + 8 * (j - 1)) + 1 < best:
+                best = load(row + 8 * (j - 1)) + 1
+            if previous + 1 < best:
+                best = previous + 1
+            store(row + 8 * j, best)
+            j += 1
+        i += 1
+    return load(row + 8 * nb)
 
 
 def setattr_value(x: int, name: int, value: int) -> None:

@@ -246,8 +246,9 @@ def string_interpolate(format_string: int, args: int) -> int:
         write_conversion(b, loadb(p + i), arg)
         i += 1
         index += 1
-    if index < nargs:
+    if index < nargs and tag_of(args) != L.TAG_DICT:
         error("too many arguments for format string", 0)
+
     return buf_to_string(b, L.TAG_STRING)
 
 
