@@ -162,16 +162,15 @@ UNIVERSE: Final = frozenset(FUNCTIONS) | {"None", "True", "False"}
 #: The builtins the Go implementation's test harness predeclares (``testing=True``):
 #: ``catch(f)`` runs ``f()`` and returns its error message (or None), ``module(name,
 #: **members)`` makes a value with those attributes, ``error(msg)`` reports a failed
-#: assertion on stderr and carries on, ``_freeze(x)`` freezes ``x`` deeply.
+#: assertion on stderr and carries on, ``_freeze(x)`` freezes ``x`` deeply and returns it
+#: (a builtin that calls itself ``freeze``).  Keyed by the predeclared name.
 TESTING: Final[dict[str, Builtin]] = {
-    b.name: b
-    for b in (
-        _f("catch", "f", 1),
-        _f("module", "name", 1, kwargs=True),
-        _f("error", "msg", 1),
-        Builtin("_freeze", "builtin_freeze", ("x",), 1),
-    )
+    "catch": _f("catch", "f", 1),
+    "module": _f("module", "name", 1, kwargs=True),
+    "error": _f("error", "msg", 1),
+    "_freeze": Builtin("freeze", "builtin_freeze", ("x",), 1),
 }
+
 
 #: The primitives the ``forge`` module (``forge.star``) is written with; predeclared in
 #: that module only.

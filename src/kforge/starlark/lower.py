@@ -406,12 +406,11 @@ class FunctionCompiler:
         pairs += [(k.arg or "", str(k.value.value)) for k in call.keywords]  # type: ignore[attr-defined]
         for local, exported in pairs:
             item = info.globals.get(exported)
-            if item is None:
+            if item is None:  # a run-time error, as in Go: what runs before it runs
                 hint = spelling.hint(exported, sorted(info.globals))
-                raise self.module.fail(
-                    call, f"load: name {exported} not found in module {module_name}{hint}"
-                )
-
+                self.error(f"load: name {exported} not found in module {module_name}{hint}")
+                self.b.set_block(self.b.new_block())
+                continue
             value = self.b.load(ZERO, ref=DataRef(item))
             ok, missing = self.b.new_block(), self.b.new_block()
             self.b.br("NZ", value, -1, ok, missing)
@@ -713,12 +712,15 @@ class FunctionCompiler:
                 # a small int, None, True or False equals only its own word
                 b.br("EQ", left, right, t, f)  # type: ignore[arg-type]
                 return
-            differ, neither_int = b.new_block(), b.new_block()
-            b.br("EQ", left, right, t, differ)  # type: ignore[arg-type]
+            same, differ, neither_int = b.new_block(), b.new_block(), b.new_block()
+            b.br("EQ", left, right, same, differ)
+            b.set_block(same)  # one small int, or one object: a container still goes deep
+            b.br("NZ", b.op("AND", left, ONE), -1, t, neither_int)  # type: ignore[arg-type]
             b.set_block(differ)
             either = b.op("OR", left, right)
             b.br("NZ", b.op("AND", either, ONE), -1, f, neither_int)  # type: ignore[arg-type]
             b.set_block(neither_int)
+
             b.br("NZ", self.rt("equal", left, right), -1, t, f)  # type: ignore[arg-type]
             return
         if isinstance(op, ast.In | ast.NotIn):
@@ -884,9 +886,11 @@ class FunctionCompiler:
         if kind in (Kind.GLOBAL, Kind.LOAD):
             table = self.module.globals if kind is Kind.GLOBAL else self.module.loads
             value = self.b.load(ZERO, ref=DataRef(table[binding.name]))
+            scope = "global" if kind is Kind.GLOBAL else "local"
             self.check_bound(
-                value, f"global variable {binding.name} referenced before assignment", node
+                value, f"{scope} variable {binding.name} referenced before assignment", node
             )
+
             return value
         if kind is Kind.PREDECLARED:
             return self.predeclared_value(binding.name, node)

@@ -147,9 +147,10 @@ class Resolver:
             self.expr(node.value, block)
             self.assign(node.targets[0], block)
         elif isinstance(node, ast.AugAssign):
-            if isinstance(node.target, ast.Name):
-                self.use(node.target, block)
+            # ``x += y`` binds x before reading it: at top level, an x bound nowhere
+            # else is a global read before assignment (a run-time error), not undefined
             self.expr(node.value, block)
+
             self.assign(node.target, block)
         elif isinstance(node, ast.If):
             self.expr(node.test, block)

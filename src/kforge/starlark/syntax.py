@@ -153,7 +153,9 @@ def _ascii_bytes_literals(text: str, tokens: list[tokenize.TokenInfo]) -> str:
 _PYTHON_ONLY_KEYWORDS = frozenset({"assert", "async", "await"})
 
 
-def _rename_python_keywords(text: str, tokens: list[tokenize.TokenInfo]) -> tuple[str, dict[str, str]]:
+def _rename_python_keywords(
+    text: str, tokens: list[tokenize.TokenInfo]
+) -> tuple[str, dict[str, str]]:
     """The source with each identifier Python would take for a keyword replaced by a
     fresh name of the same length (so every column stays), and the renaming."""
     used = {t.string for t in tokens if t.type == tokenize.NAME}
@@ -174,7 +176,9 @@ def _rename_python_keywords(text: str, tokens: list[tokenize.TokenInfo]) -> tupl
         line, col = token.start
         original = lines[line - 1]
         # tokenize counts characters; the line is rebuilt around the same characters
-        lines[line - 1] = original[:col] + aliases[token.string] + original[col + len(token.string) :]
+        lines[line - 1] = (
+            original[:col] + aliases[token.string] + original[col + len(token.string) :]
+        )
     return "".join(lines), {alias: word for word, alias in aliases.items()}
 
 
@@ -185,9 +189,7 @@ def _restore_names(module: ast.Module, aliases: dict[str, str]) -> None:
             node.id = aliases[node.id]
         elif isinstance(node, ast.Attribute) and node.attr in aliases:
             node.attr = aliases[node.attr]
-        elif isinstance(node, ast.arg) and node.arg in aliases:
-            node.arg = aliases[node.arg]
-        elif isinstance(node, ast.keyword) and node.arg in aliases:
+        elif (isinstance(node, ast.arg) and node.arg in aliases) or (isinstance(node, ast.keyword) and node.arg in aliases):
             node.arg = aliases[node.arg]
         elif isinstance(node, ast.FunctionDef) and node.name in aliases:
             node.name = aliases[node.name]
@@ -239,7 +241,12 @@ def _parenthesize_lambda_conditions(text: str) -> str:
                 inserts.append((token.start, ")"))
                 opened.pop()
             depth -= 1
-        elif token.type == tokenize.NAME and token.string in ("for", "if") and opened and opened[-1] == depth:
+        elif (
+            token.type == tokenize.NAME
+            and token.string in ("for", "if")
+            and opened
+            and opened[-1] == depth
+        ):
             previous = tokens[index - 1]
             if not (previous.type == tokenize.NAME and previous.string == "else"):
                 inserts.append((token.start, ")"))
@@ -545,8 +552,6 @@ class _Checker(ast.NodeVisitor):
 
     def check_target(self, target: ast.expr) -> None:
         if isinstance(target, ast.Tuple | ast.List):
-            if not target.elts:
-                raise self.fail(target, "can't assign to empty tuple or list")
             for element in target.elts:
                 self.check_target(element)
         elif isinstance(target, ast.Starred):

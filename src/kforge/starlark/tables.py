@@ -21,7 +21,8 @@ def builtin_of(key: tuple[int, str]) -> Builtin:
     tag, name = key
     if tag:
         return METHODS[name][tag]
-    return FUNCTIONS.get(name) or TESTING.get(name) or HOST[name]
+    testing = {builtin.name: builtin for builtin in TESTING.values()}
+    return FUNCTIONS.get(name) or testing.get(name) or HOST[name]
 
 
 def number_every_method(state: ProgramState) -> None:
@@ -132,4 +133,3 @@ def method_names_function(state: ProgramState) -> Function:
     empty = state.data.record("methods:none", (L.TAG_TUPLE | L.FLAG_STATIC | L.FLAG_FROZEN, 0))
     b.ret(b.li_ref(DataRef(empty)))
     return names
-

@@ -81,7 +81,7 @@ def out_of_memory() -> None:
 
 @noreturn
 def rt_stack_overflow() -> None:
-    error("stack overflow: calls nested too deeply for the memory quota", 0)
+    error("Starlark stack overflow: calls nested too deeply for the memory quota", 0)
 
 
 # -- byte buffers ---------------------------------------------------------------------
@@ -248,10 +248,7 @@ def error(message: int, builtin: int) -> None:
                 buf_decimal(b, total - 2 * keep)
                 buf_str(b, " frames omitted)\n")
             continue
-        if i >= keep:
-            info = load(outer + 8 * (i % keep))
-        else:
-            info = load(inner + 8 * i)
+        info = load(outer + 8 * (i % keep)) if i >= keep else load(inner + 8 * i)
         write_frame(b, info)
     if builtin != 0:
         buf_str(b, "Error in ")

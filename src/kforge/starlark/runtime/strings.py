@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, slt, store, storeb
+from kforge.starlark.runtime.intrinsics import load, loadb, store, storeb
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import alloc_object, copy_bytes, error

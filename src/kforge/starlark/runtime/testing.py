@@ -56,10 +56,7 @@ def builtin_module(name: int, members: int) -> int:
     """``module(name, **members)``: a value whose attributes are ``members``."""
     m = alloc_object(L.TAG_MODULE | L.FLAG_FROZEN, L.MODULE_SIZE)
     store(m + L.MODULE_NAME, name)
-    if members == 0:
-        members = dict_new(0)
-    else:
-        members = dict_copy(members)
+    members = dict_new(0) if members == 0 else dict_copy(members)
     store(m + L.MODULE_MEMBERS, members)
     freeze(members)
     return m
@@ -67,7 +64,7 @@ def builtin_module(name: int, members: int) -> int:
 
 def builtin_freeze(x: int) -> int:
     freeze(x)
-    return L.NONE_ADDRESS
+    return x
 
 
 @checked
@@ -76,9 +73,8 @@ def freeze(v: int) -> None:
     if v & 1 or v == 0:
         return
     header = load(v)
-    if header & L.FLAG_FROZEN:
-        if (header & L.TAG_MASK) != L.TAG_MODULE:
-            return
+    if header & L.FLAG_FROZEN and (header & L.TAG_MASK) != L.TAG_MODULE:
+        return
     store(v, header | L.FLAG_FROZEN)
     tag = header & L.TAG_MASK
     if tag == L.TAG_LIST:
