@@ -31,7 +31,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     share = commands.add_parser(
         "share",
         help="store a Starlark library in the data directory's vault; print the name "
-        "that loads it: load(\"sha256:…\", ...)",
+        'that loads it: load("sha256:…", ...)',
     )
     share.add_argument("file", help="the Starlark source")
     share.set_defaults(handler=command_share)

@@ -1373,15 +1373,35 @@ class FunctionCompiler:
         function = Function(generic, 3, source=(self.module.filename, name))
         b = Builder(function)
         fn, positional, keywords = b.params(3)
-        b.loc = Loc(
-            node.lineno, 1
-        )  # Go reports a call that does not bind in the callee, at its def
+        b.loc = self.entry_loc(node)  # a call that does not bind fails in the callee
         slots = b.call("bind_arguments", [fn, positional, keywords])
         values = [b.load(slots, 8 * index) for index in range(count)]
         if closure:
             values.append(fn)
         b.tail_call(fast, values)
         return function
+
+    def entry_loc(self, node: ast.FunctionDef | ast.Lambda) -> Loc:
+        """Where Go places a callee that has not started: the position of the first
+        instruction of its body, which is the def itself unless the body begins by
+        reading a variable (a builtin's name is read without a position)."""
+        at_def = Loc(node.lineno, node.col_offset + 1)
+        scope = self.module.resolution.functions[id(node)]
+        if any(variable.is_cell for variable in scope.variables):
+            return at_def  # cells are made first
+        body: list[ast.AST] = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
+        for statement in body:
+            if isinstance(statement, ast.Pass) or _is_docstring(statement):
+                continue
+            leaf = _first_evaluated(statement)
+            if isinstance(leaf, ast.Name):
+                binding = self.module.resolution.bindings.get(id(leaf))
+                if binding is not None and binding.kind is not Kind.UNIVERSAL:
+                    return Loc(leaf.lineno, leaf.col_offset + 1)
+            elif isinstance(leaf, ast.FunctionDef | ast.Lambda):
+                return Loc(leaf.lineno, leaf.col_offset + 1)
+            break
+        return at_def
 
     # -- calls ------------------------------------------------------------------------
 
@@ -1473,7 +1493,7 @@ class FunctionCompiler:
         # many arguments go through a tuple, filled as they are computed
         arguments = self.rt("tuple_with", self.const(count)) if count > 8 else -1
         separator = -1
-        values = []
+        values: list[int] = []
         for name, expression in ordered:
             value = self.expr(expression)
             if name is None:
@@ -1647,8 +1667,8 @@ class FunctionCompiler:
         self.b.set_block(self.b.new_block())
 
     def arity_stub(self, target: ast.FunctionDef) -> str:
-        """A function that raises its argument as an error from a frame of ``target`` at
-        its ``def``: where the Go implementation reports arguments that do not bind."""
+        """A function that raises its argument as an error from a frame of ``target`` that
+        has not started: where the Go implementation reports arguments that do not bind."""
         scope = self.module.resolution.functions[id(target)]
         fast, _ = self.module.function_names(target, scope)
         name = fast + "$arguments"
@@ -1656,7 +1676,7 @@ class FunctionCompiler:
             stub = Function(name, 1, source=(self.module.filename, target.name))
             b = Builder(stub)
             (message,) = b.params(1)
-            b.loc = Loc(target.lineno, 1)
+            b.loc = self.entry_loc(target)
             b.call("error", [message, ZERO], result=False)
             b.halt()
             self.state.functions[name] = stub
@@ -1837,3 +1857,33 @@ def _is_load(statement: ast.stmt) -> bool:
 
 
 __all__ = ["BlockRef", "FunctionCompiler", "ModuleCompiler", "ModuleInfo", "ProgramState"]
+
+
+def _is_docstring(statement: ast.AST) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def _first_evaluated(node: ast.AST) -> ast.AST | None:
+    """The leaf whose code comes first when a statement or expression is compiled in
+    Go's order (operands left to right, a call's callee first, a dict or comprehension
+    after its empty container is made, which carries no position of its own)."""
+    match node:
+        case ast.Name() | ast.Lambda() | ast.FunctionDef():
+            return node
+        case ast.Expr(value=value) | ast.Return(value=value) | ast.Assign(value=value):
+            return None if value is None else _first_evaluated(value)
+        case ast.AugAssign(target=target):
+            return _first_evaluated(target)
+        case ast.If(test=test) | ast.While(test=test):
+            return _first_evaluated(test)
+        case ast.For(iter=iterable):
+            return _first_evaluated(iterable)
+        case ast.BinOp(left=first) | ast.Compare(left=first) | ast.UnaryOp(operand=first):
+            return _first_evaluated(first)
+        case ast.BoolOp(values=[first, *_]) | ast.IfExp(test=first):
+            return _first_evaluated(first)
+        case ast.Call(func=first) | ast.Attribute(value=first) | ast.Subscript(value=first):
+            return _first_evaluated(first)
+        case ast.List(elts=[first, *_]) | ast.Tuple(elts=[first, *_]):
+            return _first_evaluated(first)
+    return None

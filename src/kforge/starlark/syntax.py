@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 import warnings
 from bisect import bisect_left
@@ -106,6 +107,10 @@ def parse(text: str, filename: str) -> Source:
 
     except SyntaxError as error:
         line, col, message = error.lineno or 1, error.offset or 1, _syntax_message(error)
+        message = _assignment_message(error, renamed) or message
+        if message == "positional argument may not follow named":
+            col = _positional_after_named(tokens, line, col) or col
+
         if message == "expected ':'" and _at_line_end(text, line, col):
             line, col, message = line + 1, 1, "got newline, want ':'"  # Go: at the newline token
         if message.endswith("was never closed"):  # Go stops at the end of the file
@@ -122,7 +127,7 @@ def parse(text: str, filename: str) -> Source:
     _check_numbers(tokens, filename)
     _to_character_columns(module, text)
     strings = _decode_strings(module, tokens, filename)
-    _Checker(filename).visit(module)
+    _Checker(filename, tokens).visit(module)
     return Source(filename, text, module, Positions(tokens), strings)
 
 
@@ -189,8 +194,9 @@ def _restore_names(module: ast.Module, aliases: dict[str, str]) -> None:
             node.id = aliases[node.id]
         elif isinstance(node, ast.Attribute) and node.attr in aliases:
             node.attr = aliases[node.attr]
-        elif (isinstance(node, ast.arg) and node.arg in aliases) or (isinstance(node, ast.keyword) and node.arg in aliases):
-            node.arg = aliases[node.arg]
+        elif isinstance(node, ast.arg | ast.keyword) and node.arg in aliases:
+            node.arg = aliases[node.arg or ""]
+
         elif isinstance(node, ast.FunctionDef) and node.name in aliases:
             node.name = aliases[node.name]
 
@@ -275,11 +281,93 @@ def _at_line_end(text: str, line: int, col: int) -> bool:
     return 0 < line <= len(lines) and not lines[line - 1][col - 1 :].strip()
 
 
+#: Go's names for the expressions an assignment cannot have on its left.
+_GO_EXPRESSION_NAMES: dict[type[ast.AST], str] = {
+    ast.Call: "callexpr",
+    ast.BinOp: "binaryexpr",
+    ast.BoolOp: "binaryexpr",
+    ast.Compare: "binaryexpr",
+    ast.UnaryOp: "unaryexpr",
+    ast.IfExp: "condexpr",
+    ast.Lambda: "lambdaexpr",
+    ast.Constant: "literal",
+    ast.Dict: "dictexpr",
+    ast.ListComp: "comprehension",
+    ast.DictComp: "comprehension",
+}
+
+
+def _assignment_message(error: SyntaxError, text: str) -> str | None:
+    """Go's words for an assignment to something that cannot be assigned (Python's
+    parser refuses what Go's resolver does): ``can't assign to callexpr``."""
+    augmented = error.msg.endswith("is an illegal expression for augmented assignment")
+    if not (error.msg.startswith("cannot assign to ") or augmented):
+        return None
+    if error.lineno is None or error.offset is None or error.end_lineno != error.lineno:
+        return None
+    line = text.splitlines()[error.lineno - 1] if text.count("\n") >= error.lineno - 1 else ""
+    target = line[error.offset - 1 : (error.end_offset or 0) - 1]
+    try:
+        node = ast.parse(target.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if augmented and isinstance(node, ast.Tuple | ast.List):
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        return f"can't use {kind} expression in augmented assignment"
+    name = _GO_EXPRESSION_NAMES.get(type(node))
+    return None if name is None else f"can't assign to {name}"
+
+
 def _syntax_message(error: SyntaxError) -> str:
     message = error.msg
     if message.startswith("invalid syntax. "):
         message = message[len("invalid syntax. ") :]
-    return message
+    if message == "arguments cannot follow var-keyword argument":
+        kwargs = re.search(r"\*\*\s*(\w+)", error.text or "")
+        return f"required parameter may not follow **{kwargs.group(1) if kwargs else ''}"
+    return _GO_SYNTAX_MESSAGES.get(message, message)
+
+
+_GO_SYNTAX_MESSAGES = {
+    "named arguments must follow bare *": "bare * must be followed by keyword-only parameters",
+    "non-default argument follows default argument": "required parameter may not follow optional",
+    "* argument may appear only once": "multiple * parameters not allowed",
+    "positional argument follows keyword argument": "positional argument may not follow named",
+}
+
+
+def _positional_after_named(tokens: list[tokenize.TokenInfo], line: int, col: int) -> int | None:
+    """The column of the first positional argument after a named one in the call that
+    closes at (line, col), where Go reports it; Python reports the closing parenthesis."""
+    closing = next(
+        (i for i, t in enumerate(tokens) if t.start == (line, col - 1) and t.string == ")"), None
+    )
+    if closing is None:
+        return None
+    depth, opening = 0, closing
+    while opening > 0:
+        opening -= 1
+        text = tokens[opening].string
+        depth += text in (")", "]", "}")
+        if text in ("(", "[", "{"):
+            if depth == 0:
+                break
+            depth -= 1
+    named, depth, start = False, 0, opening + 1
+    for index in range(opening + 1, closing + 1):
+        text = tokens[index].string
+        if depth == 0 and text in (",", ")"):
+            argument = [t for t in tokens[start:index] if t.type != tokenize.NL]
+            if argument:
+                is_named = len(argument) > 1 and argument[1].string == "="
+                starred = argument[0].string in ("*", "**")
+                if named and not is_named and not starred:
+                    return argument[0].start[1] + 1 if argument[0].start[0] == line else None
+                named = named or is_named
+            start = index + 1
+        depth += text in ("(", "[", "{")
+        depth -= text in (")", "]", "}")
+    return None
 
 
 def _tokens(text: str, filename: str) -> list[tokenize.TokenInfo]:
@@ -469,8 +557,9 @@ _REFUSED_EXPRESSIONS = {
 class _Checker(ast.NodeVisitor):
     """Refuses what Starlark's grammar does not have."""
 
-    def __init__(self, filename: str) -> None:
+    def __init__(self, filename: str, tokens: list[tokenize.TokenInfo]) -> None:
         self.filename = filename
+        self.tokens = tokens
         self.depth = 0  # function nesting
 
     def fail(self, node: ast.AST, message: str, col: int | None = None) -> StarlarkCompileError:
@@ -538,10 +627,20 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) > 1:
-            raise self.fail(node.targets[1], "got '=', want newline (chained assignment)")
+            raise self.fail(
+                node.targets[1], "got '=', want newline", self.equals_after(node.targets[1])
+            )
         self.check_target(node.targets[0])
         self.visit(node.value)
         self.visit(node.targets[0])
+
+    def equals_after(self, target: ast.expr) -> int | None:
+        """Where Go reports the `=` after `target`: one column past it (it looked for `==`)."""
+        end = (target.end_lineno or target.lineno, target.end_col_offset or 0)
+        for token in self.tokens:
+            if token.type == tokenize.OP and token.string == "=" and token.start >= end:
+                return token.start[1] + 2 if token.start[0] == target.lineno else None
+        return None
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.op, ast.Pow | ast.MatMult):
@@ -556,6 +655,8 @@ class _Checker(ast.NodeVisitor):
                 self.check_target(element)
         elif isinstance(target, ast.Starred):
             raise self.fail(target, "starred assignment is not part of Starlark")
+        elif isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice):
+            raise self.fail(target, "can't assign to sliceexpr")
         elif not isinstance(target, ast.Name | ast.Subscript | ast.Attribute):
             raise self.fail(target, "can't assign to this expression")
         if isinstance(target, ast.Name) and target.id == "load":

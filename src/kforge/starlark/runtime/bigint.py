@@ -38,6 +38,7 @@ from kforge.starlark.runtime.intrinsics import (
     slt,
     store,
     storeb,
+    text,
 )
 
 if TYPE_CHECKING:
@@ -589,8 +590,8 @@ def divide(a: int, b: int, want_remainder: int) -> int:
     m = limb_count(y)
     if m == 0:
         if want_remainder:
-            error("integer modulo by zero", 0)
-        error("floored division by zero", 0)
+            error(text("integer modulo by zero"), 0)
+        error(text("floored division by zero"), 0)
     ys = sign_of(y)
     differ = sign_of(x) ^ ys
     xl = x + L.BIGINT_LIMBS

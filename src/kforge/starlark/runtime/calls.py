@@ -14,7 +14,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, jump_address, load, loadb, store, storeb
+from kforge.starlark.runtime.intrinsics import (
+    Global,
+    jump_address,
+    load,
+    loadb,
+    store,
+    storeb,
+    text,
+)
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -61,14 +69,14 @@ def call_value(fn: int, args: int, kwargs: int) -> int:
     if tag == L.TAG_BUILTIN:
         return builtin_call(fn, args, kwargs)
     _duplicate_keyword.value = 0
-    error_with_type("invalid call of non-function (", fn, ")", 0)
+    error_with_type(text("invalid call of non-function ("), fn, text(")"), 0)
     return 0
 
 
 def builtin_call(fn: int, args: int, kwargs: int) -> int:
     """Replaced, in each program that uses builtins as values, by a dispatch on the
     builtin's number made by the compiler."""
-    error("this builtin cannot be called through a value in this program", 0)
+    error(text("this builtin cannot be called through a value in this program"), 0)
     return 0
 
 
@@ -92,15 +100,15 @@ def bind_arguments(fn: int, args: int, kwargs: int) -> int:
     duplicate = _duplicate_keyword.value
     if duplicate != 0:
         _duplicate_keyword.value = 0
-        error_parameter(name, " got multiple values for parameter ", duplicate)
+        error_parameter(name, text(" got multiple values for parameter "), duplicate)
     if total == 0:
         if nargs + nkeywords > 0:
             b = buf_new(64)
-            buf_str(b, "function ")
+            buf_str(b, text("function "))
             buf_str(b, name)
-            buf_str(b, " accepts no arguments (")
+            buf_str(b, text(" accepts no arguments ("))
             buf_decimal(b, nargs + nkeywords)
-            buf_str(b, " given)")
+            buf_str(b, text(" given)"))
             error(buf_to_string(b, L.TAG_STRING), 0)
         return slots
     keyword_dict = 0
@@ -128,18 +136,18 @@ def bind_arguments(fn: int, args: int, kwargs: int) -> int:
 
 def error_too_many_positional(name: int, limit: int, at_most: int, given: int) -> None:
     b = buf_new(64)
-    buf_str(b, "function ")
+    buf_str(b, text("function "))
     buf_str(b, name)
-    buf_str(b, " accepts ")
+    buf_str(b, text(" accepts "))
     if at_most:
-        buf_str(b, "at most ")
+        buf_str(b, text("at most "))
     buf_decimal(b, limit)
-    buf_str(b, " positional argument")
+    buf_str(b, text(" positional argument"))
     if limit != 1:
-        buf_str(b, "s")
-    buf_str(b, " (")
+        buf_str(b, text("s"))
+    buf_str(b, text(" ("))
     buf_decimal(b, given)
-    buf_str(b, " given)")
+    buf_str(b, text(" given)"))
     error(buf_to_string(b, L.TAG_STRING), 0)
 
 
@@ -159,14 +167,14 @@ def bind_keywords(
         i = parameter_index(desc, nparams, key)
         if i != 0 - 1:
             if load(slots + 8 * i) != 0:
-                error_parameter(name, " got multiple values for parameter ", key)
+                error_parameter(name, text(" got multiple values for parameter "), key)
             store(slots + 8 * i, value)
             continue
         if keyword_dict == 0:
-            error_parameter(name, " got an unexpected keyword argument ", key)
+            error_parameter(name, text(" got an unexpected keyword argument "), key)
         h = hash_value(key)
         if dict_find(keyword_dict, key, h) != 0:
-            error_parameter(name, " got multiple values for parameter ", key)
+            error_parameter(name, text(" got multiple values for parameter "), key)
         dict_put(keyword_dict, key, value, h)
 
 
@@ -182,7 +190,7 @@ def parameter_index(desc: int, nparams: int, key: int) -> int:
 def error_parameter(name: int, middle: int, parameter: int) -> None:
     """``function NAME got ... "parameter"`` (the name quoted, as Go's %q does)."""
     b = buf_new(64)
-    buf_str(b, "function ")
+    buf_str(b, text("function "))
     buf_str(b, name)
     buf_str(b, middle)
     write_repr(b, parameter)
@@ -204,7 +212,7 @@ def fill_defaults(
                 value = load(defaults + L.TUPLE_ITEMS + 8 * (i - first_default))
             if value == 0:
                 if count > 0:
-                    buf_str(missing, ", ")
+                    buf_str(missing, text(", "))
                 buf_str(missing, load(desc + L.DESC_PARAMS + 8 * i))
                 count += 1
             else:
@@ -212,16 +220,16 @@ def fill_defaults(
         i += 1
     if count > 0:
         b = buf_new(64)
-        buf_str(b, "function ")
+        buf_str(b, text("function "))
         buf_str(b, name)
-        buf_str(b, " missing ")
+        buf_str(b, text(" missing "))
         buf_decimal(b, count)
-        buf_str(b, " argument")
+        buf_str(b, text(" argument"))
         if count > 1:
-            buf_str(b, "s")
-        buf_str(b, " (")
+            buf_str(b, text("s"))
+        buf_str(b, text(" ("))
         buf_str(b, buf_to_string(missing, L.TAG_STRING))
-        buf_str(b, ")")
+        buf_str(b, text(")"))
         error(buf_to_string(b, L.TAG_STRING), 0)
 
 
@@ -237,7 +245,7 @@ def make_builtin(number: int, receiver: int, name: int) -> int:
 def concat_args(positional: int, extra: int) -> int:
     """``f(a, *extra)``: the positional tuple with the items of ``extra`` appended."""
     if is_iterable(extra) == 0:
-        error_with_type("argument after * must be iterable, not ", extra, "", 0)
+        error_with_type(text("argument after * must be iterable, not "), extra, text(""), 0)
     items = iterable_to_list(extra)
     n = load(positional + L.TUPLE_LEN)
     m = load(items + L.LIST_LEN)
@@ -257,7 +265,7 @@ def concat_args(positional: int, extra: int) -> int:
 def merge_kwargs(keywords: int, mapping: int) -> None:
     """``f(**mapping)``: its string keys join the keyword arguments."""
     if tag_of(mapping) != L.TAG_DICT:
-        error_with_type("argument after ** must be a mapping, not ", mapping, "", 0)
+        error_with_type(text("argument after ** must be a mapping, not "), mapping, text(""), 0)
     entries = load(mapping + L.DICT_ENTRIES)
     used = load(mapping + L.DICT_USED)
     i = 0
@@ -268,7 +276,7 @@ def merge_kwargs(keywords: int, mapping: int) -> None:
         if key == 0:
             continue
         if tag_of(key) != L.TAG_STRING:
-            error_with_type("keywords must be strings, not ", key, "", 0)
+            error_with_type(text("keywords must be strings, not "), key, text(""), 0)
         h = hash_value(key)
         if dict_find(keywords, key, h) != 0:
             # reported by the callee's binding, which knows the callee's name
@@ -298,9 +306,11 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
     duplicate = _duplicate_keyword.value
     if duplicate != 0:
         _duplicate_keyword.value = 0
-        error_builtin_keyword(name, ": got multiple values for keyword argument ", duplicate)
+        if flags & L.BDESC_HAS_KWARGS:  # dict and update: Go merges them as entries
+            error_builtin_keyword(name, text(": duplicate keyword arg: "), duplicate)
+        error_builtin_keyword(name, text(": got multiple values for keyword argument "), duplicate)
     if nkeywords > 0 and keywords_allowed == 0 and (flags & L.BDESC_HAS_KWARGS) == 0:
-        error_builtin_text(name, ": unexpected keyword arguments")
+        error_builtin_text(name, text(": unexpected keyword arguments"))
     if nargs > nparams and (flags & L.BDESC_HAS_VARARGS) == 0:
         error_builtin_count(name, nargs, nparams, flags, required)
     n = nargs
@@ -324,9 +334,11 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
             j = 0
             found = 0 - 1
             while j < total:
-                if (keywords_allowed >> j) & 1:
-                    if bytes_equal(load(desc + L.BDESC_PARAMS + 8 * j), key):
-                        found = j
+                if (keywords_allowed >> j) & 1 and bytes_equal(
+                    load(desc + L.BDESC_PARAMS + 8 * j), key
+                ):
+                    found = j
+
                 j += 1
             if found == 0 - 1:
                 if (flags & L.BDESC_HAS_KWARGS) == 0:
@@ -336,7 +348,9 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
                 dict_put(extra_keywords, key, load(e + 16), hash_value(key))
                 continue
             if load(slots + 8 * found) != 0:
-                error_builtin_keyword(name, ": got multiple values for keyword argument ", key)
+                error_builtin_keyword(
+                    name, text(": got multiple values for keyword argument "), key
+                )
             store(slots + 8 * found, load(e + 16))
     i = 0
     while i < required:
@@ -345,7 +359,7 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
                 error_builtin_count(name, nargs, nparams, flags, required)
             b = buf_new(64)
             buf_str(b, name)
-            buf_str(b, ": missing argument for ")
+            buf_str(b, text(": missing argument for "))
             buf_str(b, load(desc + L.BDESC_PARAMS + 8 * i))
             error(buf_to_string(b, L.TAG_STRING), name)
         i += 1
@@ -390,13 +404,13 @@ def error_unexpected_keyword(desc: int, name: int, key: int, total: int, allowed
         j += 1
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": unexpected keyword argument ")
+    buf_str(b, text(": unexpected keyword argument "))
     write_repr(b, key)
     hint = nearest_name(key, candidates, count)
     if hint != 0:
-        buf_str(b, " (did you mean ")
+        buf_str(b, text(" (did you mean "))
         buf_str(b, hint)
-        buf_str(b, "?)")
+        buf_str(b, text("?)"))
     error(buf_to_string(b, L.TAG_STRING), name)
 
 
@@ -404,20 +418,20 @@ def error_builtin_count(name: int, given: int, nparams: int, flags: int, require
     """``NAME: got N arguments, want [at least |at most |exactly ]M``."""
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": got ")
+    buf_str(b, text(": got "))
     buf_decimal(b, given)
-    buf_str(b, " arguments, want ")
+    buf_str(b, text(" arguments, want "))
     if given > nparams:
         if flags & L.BDESC_EXACTLY:
-            buf_str(b, "exactly ")
+            buf_str(b, text("exactly "))
         elif required < nparams:
-            buf_str(b, "at most ")
+            buf_str(b, text("at most "))
         buf_decimal(b, nparams)
     else:
         if flags & L.BDESC_EXACTLY:
-            buf_str(b, "exactly ")
+            buf_str(b, text("exactly "))
         elif required < nparams:
-            buf_str(b, "at least ")
+            buf_str(b, text("at least "))
         buf_decimal(b, required)
     error(buf_to_string(b, L.TAG_STRING), name)
 
@@ -431,15 +445,15 @@ def getattr_value(x: int, name: int) -> int:
             return load(e + 16)
     b = buf_new(64)
     buf_str(b, type_name(x))
-    buf_str(b, " has no .")
+    buf_str(b, text(" has no ."))
     buf_str(b, name)
-    buf_str(b, " field or method")
+    buf_str(b, text(" field or method"))
     names = builtin_dir(x)
     hint = nearest_name(name, load(names + L.LIST_ITEMS), load(names + L.LIST_LEN))
     if hint != 0:
-        buf_str(b, " (did you mean .")
+        buf_str(b, text(" (did you mean ."))
         buf_str(b, hint)
-        buf_str(b, "?)")
+        buf_str(b, text("?)"))
     error(buf_to_string(b, L.TAG_STRING), 0)
     return 0
 
@@ -518,9 +532,9 @@ def edit_distance(a: int, b: int) -> int:
 
 def setattr_value(x: int, name: int, value: int) -> None:
     b = buf_new(64)
-    buf_str(b, "can't assign to .")
+    buf_str(b, text("can't assign to ."))
     buf_str(b, name)
-    buf_str(b, " field of ")
+    buf_str(b, text(" field of "))
     buf_str(b, type_name(x))
     error(buf_to_string(b, L.TAG_STRING), 0)
 
@@ -528,25 +542,29 @@ def setattr_value(x: int, name: int, value: int) -> None:
 def builtin_getattr(x: int, name: int, default: int) -> int:
     """``getattr(x, name[, default])``."""
     if tag_of(name) != L.TAG_STRING:
-        error_with_type("getattr: for parameter name: got ", name, ", want string", "getattr")
+        error_with_type(
+            text("getattr: for parameter name: got "), name, text(", want string"), text("getattr")
+        )
     value = attribute_or_zero(x, name)
     if value != 0:
         return value
     if default != 0:
         return default
     b = buf_new(64)
-    buf_str(b, "getattr: ")
+    buf_str(b, text("getattr: "))
     buf_str(b, type_name(x))
-    buf_str(b, " has no .")
+    buf_str(b, text(" has no ."))
     buf_str(b, name)
-    buf_str(b, " field or method")
-    error(buf_to_string(b, L.TAG_STRING), "getattr")
+    buf_str(b, text(" field or method"))
+    error(buf_to_string(b, L.TAG_STRING), text("getattr"))
     return 0
 
 
 def builtin_hasattr(x: int, name: int) -> int:
     if tag_of(name) != L.TAG_STRING:
-        error_with_type("hasattr: for parameter name: got ", name, ", want string", "hasattr")
+        error_with_type(
+            text("hasattr: for parameter name: got "), name, text(", want string"), text("hasattr")
+        )
     if attribute_or_zero(x, name) != 0:
         return L.TRUE_ADDRESS
     return L.FALSE_ADDRESS

@@ -25,6 +25,7 @@ from kforge.starlark.runtime.intrinsics import (
     site_info,
     store,
     storeb,
+    text,
 )
 
 #: Bytes the heap limit keeps back so that an error can still be reported.
@@ -76,12 +77,12 @@ def alloc_object(tag: int, size: int) -> int:
 
 @noreturn
 def out_of_memory() -> None:
-    error("out of memory: the program's heap reached its memory quota", 0)
+    error(text("out of memory: the program's heap reached its memory quota"), 0)
 
 
 @noreturn
 def rt_stack_overflow() -> None:
-    error("Starlark stack overflow: calls nested too deeply for the memory quota", 0)
+    error(text("Starlark stack overflow: calls nested too deeply for the memory quota"), 0)
 
 
 # -- byte buffers ---------------------------------------------------------------------
@@ -237,25 +238,25 @@ def error(message: int, builtin: int) -> None:
             total += 1
         return_address = pop()
     b = buf_new(256)
-    buf_str(b, "Traceback (most recent call last):\n")
+    buf_str(b, text("Traceback (most recent call last):\n"))
     shown_outer = total - keep if total > 2 * keep else 0
     i = total
     while i > 0:
         i -= 1
         if shown_outer > 0 and i < total - keep and i >= keep:
             if i == total - keep - 1:
-                buf_str(b, "  ... (")
+                buf_str(b, text("  ... ("))
                 buf_decimal(b, total - 2 * keep)
-                buf_str(b, " frames omitted)\n")
+                buf_str(b, text(" frames omitted)\n"))
             continue
         info = load(outer + 8 * (i % keep)) if i >= keep else load(inner + 8 * i)
         write_frame(b, info)
     if builtin != 0:
-        buf_str(b, "Error in ")
+        buf_str(b, text("Error in "))
         buf_str(b, builtin)
-        buf_str(b, ": ")
+        buf_str(b, text(": "))
     else:
-        buf_str(b, "Error: ")
+        buf_str(b, text("Error: "))
     buf_str(b, message)
     buf_byte(b, 10)
     send_buffer(2, b)
@@ -267,18 +268,18 @@ def write_frame(b: int, info: int) -> None:
     in NAME`` for a builtin's."""
     number = (info >> 16) & 0xFFFF
     if ((info >> 8) & 3) != SITE_STARLARK:
-        buf_str(b, "  <builtin>: in ")
+        buf_str(b, text("  <builtin>: in "))
         buf_str(b, load(data_address("rt$builtins") + 8 * number))
         buf_byte(b, 10)
         return
     table = data_address("rt$frames")
-    buf_str(b, "  ")
+    buf_str(b, text("  "))
     buf_str(b, load(table + 16 * number))
     buf_byte(b, 58)
     buf_decimal(b, (info >> 32) & 0xFFFFF)
     buf_byte(b, 58)
     buf_decimal(b, info >> 52)
-    buf_str(b, ": in ")
+    buf_str(b, text(": in "))
     buf_str(b, load(table + 16 * number + 8))
     buf_byte(b, 10)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, load, loadb, sar, slt, store
+from kforge.starlark.runtime.intrinsics import Global, load, loadb, sar, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_write_decimal
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.unicode import is_printable
     from kforge.starlark.runtime.values import tag_of, type_name
 
-_HEX: Final = "0123456789abcdef"
+_HEX: Final = text("0123456789abcdef")
 #: Containers being written (for ``[...]`` on a cycle): a block of words and a count.
 _active = Global(__name__)
 _active_count = Global(__name__)
@@ -74,12 +74,12 @@ def write_repr(b: int, v: int) -> None:
     elif tag == L.TAG_BYTES:
         write_quoted(b, v, 1)
     elif tag == L.TAG_NONE:
-        buf_str(b, "None")
+        buf_str(b, text("None"))
     elif tag == L.TAG_BOOL:
         if v == L.TRUE_ADDRESS:
-            buf_str(b, "True")
+            buf_str(b, text("True"))
         else:
-            buf_str(b, "False")
+            buf_str(b, text("False"))
     elif tag == L.TAG_BIGINT:
         big_write_decimal(b, v)
     elif tag == L.TAG_LIST:
@@ -89,7 +89,7 @@ def write_repr(b: int, v: int) -> None:
             buf_byte(b, 93)
             leave()
         else:
-            buf_str(b, "[...]")
+            buf_str(b, text("[...]"))
     elif tag == L.TAG_TUPLE:
         buf_byte(b, 40)
         n = load(v + L.TUPLE_LEN)
@@ -102,35 +102,35 @@ def write_repr(b: int, v: int) -> None:
             write_dict(b, v)
             leave()
         else:
-            buf_str(b, "{...}")
+            buf_str(b, text("{...}"))
     elif tag == L.TAG_RANGE:
         write_range(b, v)
     elif tag == L.TAG_FUNCTION:
-        buf_str(b, "<function ")
+        buf_str(b, text("<function "))
         buf_str(b, load(load(v + L.FUNC_DESCRIPTOR) + L.DESC_NAME))
         buf_byte(b, 62)
     elif tag == L.TAG_BUILTIN:
         receiver = load(v + L.BUILTIN_RECEIVER)
         if receiver == 0:
-            buf_str(b, "<built-in function ")
+            buf_str(b, text("<built-in function "))
             buf_str(b, load(v + L.BUILTIN_NAME))
             buf_byte(b, 62)
         else:
-            buf_str(b, "<built-in method ")
+            buf_str(b, text("<built-in method "))
             buf_str(b, load(v + L.BUILTIN_NAME))
-            buf_str(b, " of ")
+            buf_str(b, text(" of "))
             buf_str(b, type_name(receiver))
-            buf_str(b, " value>")
+            buf_str(b, text(" value>"))
     elif tag == L.TAG_MODULE:
-        buf_str(b, "<module ")
+        buf_str(b, text("<module "))
         write_quoted(b, load(v + L.MODULE_NAME), 0)
         buf_byte(b, 62)
     elif tag == L.TAG_STRING_ELEMS:
         write_elems(b, v)
     else:
-        buf_str(b, "<")
+        buf_str(b, text("<"))
         buf_str(b, type_name(v))
-        buf_str(b, ">")
+        buf_str(b, text(">"))
 
 
 def write_items(b: int, items: int, n: int) -> None:
@@ -169,13 +169,13 @@ def write_range(b: int, r: int) -> None:
     start = load(r + L.RANGE_START)
     stop = load(r + L.RANGE_STOP)
     step = load(r + L.RANGE_STEP)
-    buf_str(b, "range(")
+    buf_str(b, text("range("))
     if start != 0 or step != 1:
         write_signed(b, start)
-        buf_str(b, ", ")
+        buf_str(b, text(", "))
     write_signed(b, stop)
     if step != 1:
-        buf_str(b, ", ")
+        buf_str(b, text(", "))
         write_signed(b, step)
     buf_byte(b, 41)
 
@@ -192,17 +192,17 @@ def write_elems(b: int, v: int) -> None:
     s = load(v + L.ELEMS_STRING)
     if kind == L.ELEMS_BYTES_ELEMS:
         write_quoted(b, s, 1)
-        buf_str(b, ".elems()")
+        buf_str(b, text(".elems()"))
         return
     write_quoted(b, s, 0)
     if kind == L.ELEMS_ELEMS:
-        buf_str(b, ".elems()")
+        buf_str(b, text(".elems()"))
     elif kind == L.ELEMS_CODEPOINTS:
-        buf_str(b, ".codepoints()")
+        buf_str(b, text(".codepoints()"))
     elif kind == L.ELEMS_CODEPOINT_ORDS:
-        buf_str(b, ".codepoint_ords()")
+        buf_str(b, text(".codepoint_ords()"))
     else:
-        buf_str(b, ".elem_ords()")
+        buf_str(b, text(".elem_ords()"))
 
 
 def enter(v: int) -> int:
@@ -218,7 +218,7 @@ def enter(v: int) -> int:
             return 0
         i += 1
     if count >= _ACTIVE_MAX:
-        error("value nested too deeply to print", 0)
+        error(text("value nested too deeply to print"), 0)
     store(active + 8 * count, v)
     _active_count.value = count + 1
     return 1
@@ -246,7 +246,7 @@ def write_quoted(b: int, s: int, is_bytes: int) -> None:
         decoded = utf8_decode(p + i, n - i)
         width = decoded >> 32
         if width == 0:
-            buf_str(b, "\\x")
+            buf_str(b, text("\\x"))
             buf_byte(b, loadb(_HEX + L.STR_DATA + (c >> 4)))
             buf_byte(b, loadb(_HEX + L.STR_DATA + (c & 15)))
             i += 1
@@ -267,21 +267,21 @@ def write_ascii_escaped(b: int, c: int) -> None:
     elif c >= 32 and c < 127:
         buf_byte(b, c)
     elif c == 7:
-        buf_str(b, "\\a")
+        buf_str(b, text("\\a"))
     elif c == 8:
-        buf_str(b, "\\b")
+        buf_str(b, text("\\b"))
     elif c == 12:
-        buf_str(b, "\\f")
+        buf_str(b, text("\\f"))
     elif c == 10:
-        buf_str(b, "\\n")
+        buf_str(b, text("\\n"))
     elif c == 13:
-        buf_str(b, "\\r")
+        buf_str(b, text("\\r"))
     elif c == 9:
-        buf_str(b, "\\t")
+        buf_str(b, text("\\t"))
     elif c == 11:
-        buf_str(b, "\\v")
+        buf_str(b, text("\\v"))
     else:
-        buf_str(b, "\\x")
+        buf_str(b, text("\\x"))
         buf_byte(b, loadb(_HEX + L.STR_DATA + (c >> 4)))
         buf_byte(b, loadb(_HEX + L.STR_DATA + (c & 15)))
 
@@ -289,10 +289,10 @@ def write_ascii_escaped(b: int, c: int) -> None:
 def write_code_escape(b: int, code: int) -> None:
     digits = 4
     if code >= 0x10000:
-        buf_str(b, "\\U")
+        buf_str(b, text("\\U"))
         digits = 8
     else:
-        buf_str(b, "\\u")
+        buf_str(b, text("\\u"))
     shift = 4 * digits
     while shift > 0:
         shift -= 4
@@ -332,7 +332,9 @@ def print_end(b: int) -> None:
 
 def print_separator(sep: int) -> int:
     if tag_of(sep) != L.TAG_STRING:
-        error_with_type_name('print: for parameter "sep": got ', sep, ", want string", "print")
+        error_with_type_name(
+            text('print: for parameter "sep": got '), sep, text(", want string"), text("print")
+        )
     return sep
 
 

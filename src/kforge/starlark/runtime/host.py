@@ -26,6 +26,7 @@ from kforge.starlark.runtime.intrinsics import (
     slt,
     store,
     storeb,
+    text,
     tick,
 )
 
@@ -40,10 +41,12 @@ if TYPE_CHECKING:
 def host_channel(channel: int, name: int) -> int:
     """A channel argument (an int 0..7) as a machine word."""
     if (channel & 1) == 0:
-        error_with_type(name, channel, ", want int", 0)
+        error_with_type(name, channel, text(", want int"), 0)
     number = sar(channel, 1)
     if slt(number, 0) or number > 7:
-        error_with_value("forge: no channel ", channel, " (channels are 0..7; 8..15 are reserved)")
+        error_with_value(
+            text("forge: no channel "), channel, text(" (channels are 0..7; 8..15 are reserved)")
+        )
     return number
 
 
@@ -51,13 +54,13 @@ def host_data(data: int) -> int:
     """The str or bytes a message is made of."""
     tag = tag_of(data)
     if tag != L.TAG_STRING and tag != L.TAG_BYTES:
-        error_with_type("forge: a message is str or bytes, not ", data, "", 0)
+        error_with_type(text("forge: a message is str or bytes, not "), data, text(""), 0)
     return data
 
 
 def builtin__send(channel: int, data: int) -> int:
     """``_send(channel, data)``: one message out on ``channel``."""
-    number = host_channel(channel, "forge.send: for parameter channel: got ")
+    number = host_channel(channel, text("forge.send: for parameter channel: got "))
     data = host_data(data)
     address = data + L.STR_DATA
     length = load(data + L.STR_LEN)
@@ -84,7 +87,7 @@ def builtin__recv(channel: int, as_text: int) -> int:
     """``_recv(channel, as_text)``: the next message on ``channel`` (waiting for one), as
     bytes, or as a str when ``as_text`` is true.  The message lands straight in the free
     heap, so receiving copies nothing and wastes nothing."""
-    number = host_channel(channel, "forge.recv: for parameter channel: got ")
+    number = host_channel(channel, text("forge.recv: for parameter channel: got "))
     s = heap_pointer()
     if heap_limit() - s < L.STR_DATA + 8:
         out_of_memory()
@@ -107,7 +110,7 @@ def builtin__recv(channel: int, as_text: int) -> int:
     else:
         length = recv(7, address, room)
     if length > room:
-        error("forge.recv: the message does not fit in the memory left", 0)
+        error(text("forge.recv: the message does not fit in the memory left"), 0)
     tag = L.TAG_BYTES
     if as_text != L.FALSE_ADDRESS and as_text != 0:
         tag = L.TAG_STRING
@@ -119,7 +122,7 @@ def builtin__recv(channel: int, as_text: int) -> int:
 
 
 def builtin__poll(channel: int) -> int:
-    number = host_channel(channel, "forge.poll: for parameter channel: got ")
+    number = host_channel(channel, text("forge.poll: for parameter channel: got "))
     if number == 0:
         return small(poll(0))
     if number == 1:
@@ -178,7 +181,7 @@ def builtin__le(value: int, width: int) -> int:
     """``_le(value, width)``: the ``width`` (small int 1..8) low bytes of ``value``, least
     significant first, as bytes."""
     if (value & 1) == 0:
-        error_with_type("forge: a number must be an int, not ", value, "", 0)
+        error_with_type(text("forge: a number must be an int, not "), value, text(""), 0)
     n = sar(value, 1)
     count = sar(width, 1)
     b = string_new(L.TAG_BYTES, count)
@@ -196,7 +199,7 @@ def builtin__read_le(data: int, offset: int, width: int) -> int:
     start = sar(offset, 1)
     count = sar(width, 1)
     if slt(start, 0) or start + count > load(data + L.STR_LEN):
-        error("forge: a reply from the host is shorter than its protocol says", 0)
+        error(text("forge: a reply from the host is shorter than its protocol says"), 0)
     n = 0
     i = count
     while i > 0:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, sar, sgt, slt, store
+from kforge.starlark.runtime.intrinsics import load, loadb, sar, sgt, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_abs, big_alloc, big_finish, int_fits_int32
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.strings import string_new, utf8_decode, utf8_encode
     from kforge.starlark.runtime.values import error_with_type, is_int, small, tag_of
 
-_HEX_UPPER: Final = "0123456789ABCDEF"
+_HEX_UPPER: Final = text("0123456789ABCDEF")
 _LIMB_BASE: Final = 1 << 32
 
 
@@ -42,16 +42,16 @@ def builtin_int(x: int, base: int) -> int:
         b = 10
         if base != 0:
             if int_fits_int32(base) == 0:
-                error_with_type("int: for base, got ", base, ", want int", "int")
+                error_with_type(text("int: for base, got "), base, text(", want int"), text("int"))
             b = sar(base, 1)
             if b != 0 and (slt(b, 2) or sgt(b, 36)):
-                error("int: base must be an integer >= 2 && <= 36", "int")
+                error(text("int: base must be an integer >= 2 && <= 36"), text("int"))
         result = parse_int(x, b)
         if result == 0:
             error_invalid_literal(x, b)
         return result
     if base != 0:
-        error("int: can't convert non-string with explicit base", "int")
+        error(text("int: can't convert non-string with explicit base"), text("int"))
     if x == L.TRUE_ADDRESS:
         return small(1)
     if x == L.FALSE_ADDRESS:
@@ -59,8 +59,8 @@ def builtin_int(x: int, base: int) -> int:
     if is_int(x):
         return x
     if tag_of(x) == L.TAG_FLOAT:
-        error("int: float values are not supported yet", "int")
-    error_with_type("int: cannot convert ", x, " to int", "int")
+        error(text("int: float values are not supported yet"), text("int"))
+    error_with_type(text("int: cannot convert "), x, text(" to int"), text("int"))
     return 0
 
 
@@ -197,11 +197,11 @@ def mag_mul_add(p: int, n: int, factor: int, addend: int) -> int:
 
 def error_invalid_literal(s: int, base: int) -> None:
     b = buf_new(64)
-    buf_str(b, "int: invalid literal with base ")
+    buf_str(b, text("int: invalid literal with base "))
     buf_decimal(b, base)
-    buf_str(b, ": ")
+    buf_str(b, text(": "))
     buf_str(b, s)
-    error(buf_to_string(b, L.TAG_STRING), "int")
+    error(buf_to_string(b, L.TAG_STRING), text("int"))
 
 
 # -- abs ------------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def error_invalid_literal(s: int, base: int) -> None:
 
 def builtin_abs(x: int) -> int:
     if is_int(x) == 0:
-        error_with_type("got ", x, ", want int or float", "abs")
+        error_with_type(text("got "), x, text(", want int or float"), text("abs"))
     return big_abs(x)
 
 
@@ -224,7 +224,7 @@ def builtin_hash(x: int) -> int:
         return small(string_java_hash(x))
     if tag == L.TAG_BYTES:
         return small(bytes_fnv32(x))
-    error_with_type("hash: got ", x, ", want string or bytes", "hash")
+    error_with_type(text("hash: got "), x, text(", want string or bytes"), text("hash"))
     return 0
 
 
@@ -272,26 +272,26 @@ def bytes_fnv32(s: int) -> int:
 def builtin_chr(i: int) -> int:
     """The one-character str of code point ``i`` (a surrogate gives U+FFFD)."""
     if is_int(i) == 0:
-        error_with_type("chr: got ", i, ", want int", "chr")
+        error_with_type(text("chr: got "), i, text(", want int"), text("chr"))
     if int_fits_int32(i) == 0:
         b = buf_new(64)
-        buf_str(b, "chr: ")
+        buf_str(b, text("chr: "))
         write_str(b, i)
-        buf_str(b, " out of range")
-        error(buf_to_string(b, L.TAG_STRING), "chr")
+        buf_str(b, text(" out of range"))
+        error(buf_to_string(b, L.TAG_STRING), text("chr"))
     code = sar(i, 1)
     if slt(code, 0):
         b = buf_new(64)
-        buf_str(b, "chr: Unicode code point ")
+        buf_str(b, text("chr: Unicode code point "))
         write_str(b, i)
-        buf_str(b, " out of range (<0)")
-        error(buf_to_string(b, L.TAG_STRING), "chr")
+        buf_str(b, text(" out of range (<0)"))
+        error(buf_to_string(b, L.TAG_STRING), text("chr"))
     if code > 0x10FFFF:
         b = buf_new(64)
-        buf_str(b, "chr: Unicode code point U+")
+        buf_str(b, text("chr: Unicode code point U+"))
         write_hex_upper(b, code)
-        buf_str(b, " out of range (>0x10FFFF)")
-        error(buf_to_string(b, L.TAG_STRING), "chr")
+        buf_str(b, text(" out of range (>0x10FFFF)"))
+        error(buf_to_string(b, L.TAG_STRING), text("chr"))
     s = string_new(L.TAG_STRING, 4)
     store(s + L.STR_LEN, utf8_encode(s + L.STR_DATA, code))
     return s
@@ -324,20 +324,20 @@ def builtin_ord(s: int) -> int:
             if width == n:
                 return small(decoded & 0xFFFFFFFF)
         b = buf_new(64)
-        buf_str(b, "ord: string encodes ")
+        buf_str(b, text("ord: string encodes "))
         buf_decimal(b, codepoint_count(s))
-        buf_str(b, " Unicode code points, want 1")
-        error(buf_to_string(b, L.TAG_STRING), "ord")
+        buf_str(b, text(" Unicode code points, want 1"))
+        error(buf_to_string(b, L.TAG_STRING), text("ord"))
     if tag == L.TAG_BYTES:
         n = load(s + L.STR_LEN)
         if n != 1:
             b = buf_new(64)
-            buf_str(b, "ord: bytes has length ")
+            buf_str(b, text("ord: bytes has length "))
             buf_decimal(b, n)
-            buf_str(b, ", want 1")
-            error(buf_to_string(b, L.TAG_STRING), "ord")
+            buf_str(b, text(", want 1"))
+            error(buf_to_string(b, L.TAG_STRING), text("ord"))
         return small(loadb(s + L.STR_DATA))
-    error_with_type("ord: got ", s, ", want string or bytes", "ord")
+    error_with_type(text("ord: got "), s, text(", want string or bytes"), text("ord"))
     return 0
 
 

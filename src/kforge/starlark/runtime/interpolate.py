@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, sar, slt, store
+from kforge.starlark.runtime.intrinsics import load, loadb, sar, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.strings import string_from, utf8_encode
     from kforge.starlark.runtime.values import dict_lookup, tag_of, type_name
 
-_DIGITS: Final = "0123456789abcdef0123456789ABCDEF"
+_DIGITS: Final = text("0123456789abcdef0123456789ABCDEF")
 #: Ints below this magnitude convert to a float exactly.
 EXACT: Final = 1 << 53
 
@@ -57,7 +57,7 @@ def string_format(s: int, args: int, kwargs: int) -> int:
                 buf_byte(b, 125)
                 i += 2
                 continue
-            error("format: single '}' in format", "format")
+            error(text("format: single '}' in format"), text("format"))
         if c != 123:  # not '{'
             buf_byte(b, c)
             i += 1
@@ -72,7 +72,7 @@ def string_format(s: int, args: int, kwargs: int) -> int:
         while close < n and loadb(p + close) != 125:
             close += 1
         if close == n:
-            error("format: unmatched '{' in format", "format")
+            error(text("format: unmatched '{' in format"), text("format"))
         i = close + 1
         # name[!conv][:spec]
         name_end = start
@@ -93,12 +93,14 @@ def string_format(s: int, args: int, kwargs: int) -> int:
         if name_end == start:
             if manual:
                 error(
-                    "format: cannot switch from manual field specification to automatic field numbering",
-                    "format",
+                    text(
+                        "format: cannot switch from manual field specification to automatic field numbering"
+                    ),
+                    text("format"),
                 )
             automatic = 1
             if index >= nargs:
-                error("format: tuple index out of range", "format")
+                error(text("format: tuple index out of range"), text("format"))
             arg = load(args + L.TUPLE_ITEMS + 8 * index)
             index += 1
         else:
@@ -106,20 +108,22 @@ def string_format(s: int, args: int, kwargs: int) -> int:
             if number != 0 - 1:
                 if automatic:
                     error(
-                        "format: cannot switch from automatic field numbering to manual field specification",
-                        "format",
+                        text(
+                            "format: cannot switch from automatic field numbering to manual field specification"
+                        ),
+                        text("format"),
                     )
                 manual = 1
                 if number >= nargs:
-                    error("format: tuple index out of range", "format")
+                    error(text("format: tuple index out of range"), text("format"))
                 arg = load(args + L.TUPLE_ITEMS + 8 * number)
             else:
                 arg = keyword_argument(kwargs, p + start, name_end - start)
         if spec_start + 1 < close:
             e = buf_new(64)
-            buf_str(e, "format spec features not supported in replacement fields: ")
+            buf_str(e, text("format spec features not supported in replacement fields: "))
             buf_write(e, p + spec_start + 1, close - spec_start - 1)
-            error(buf_to_string(e, L.TAG_STRING), "format")
+            error(buf_to_string(e, L.TAG_STRING), text("format"))
         if has_conversion == 0 or (
             conv_end - conv_start == 1 and loadb(p + conv_start) == 115
         ):  # str
@@ -128,9 +132,9 @@ def string_format(s: int, args: int, kwargs: int) -> int:
             write_repr(b, arg)
         else:
             e = buf_new(64)
-            buf_str(e, "format: unknown conversion ")
+            buf_str(e, text("format: unknown conversion "))
             write_quoted(e, string_from(L.TAG_STRING, p + conv_start, conv_end - conv_start), 0)
-            error(buf_to_string(e, L.TAG_STRING), "format")
+            error(buf_to_string(e, L.TAG_STRING), text("format"))
     return buf_to_string(b, L.TAG_STRING)
 
 
@@ -167,18 +171,18 @@ def keyword_argument(kwargs: int, p: int, n: int) -> int:
         return value
     b = buf_new(64)
     if find_byte(p, n, 46) != 0 - 1:  # '.'
-        buf_str(b, "format: attribute syntax x.y is not supported in replacement fields: ")
+        buf_str(b, text("format: attribute syntax x.y is not supported in replacement fields: "))
         buf_str(b, name)
     elif find_byte(p, n, 91) != 0 - 1:  # '['
-        buf_str(b, "format: element syntax a[i] is not supported in replacement fields: ")
+        buf_str(b, text("format: element syntax a[i] is not supported in replacement fields: "))
         buf_str(b, name)
     elif find_byte(p, n, 123) != 0 - 1:  # '{'
-        buf_str(b, "format: nested replacement fields not supported")
+        buf_str(b, text("format: nested replacement fields not supported"))
     else:
-        buf_str(b, "format: keyword ")
+        buf_str(b, text("format: keyword "))
         buf_str(b, name)
-        buf_str(b, " not found")
-    error(buf_to_string(b, L.TAG_STRING), "format")
+        buf_str(b, text(" not found"))
+    error(buf_to_string(b, L.TAG_STRING), text("format"))
     return 0
 
 
@@ -224,30 +228,30 @@ def string_interpolate(format_string: int, args: int) -> int:
             while close < n and loadb(p + close) != 41:
                 close += 1
             if close == n:
-                error("incomplete format key", 0)
+                error(text("incomplete format key"), 0)
             if tag_of(args) != L.TAG_DICT:
-                error("format requires a mapping", 0)
+                error(text("format requires a mapping"), 0)
             key = string_from(L.TAG_STRING, p + i, close - i)
             arg = dict_lookup(args, key)
             if arg == 0:
                 e = buf_new(64)
-                buf_str(e, "key not found: ")
+                buf_str(e, text("key not found: "))
                 buf_str(e, key)
                 error(buf_to_string(e, L.TAG_STRING), 0)
             i = close + 1
         else:
             if index >= nargs:
-                error("not enough arguments for format string", 0)
+                error(text("not enough arguments for format string"), 0)
             arg = args
             if is_tuple:
                 arg = load(args + L.TUPLE_ITEMS + 8 * index)
         if i == n:
-            error("incomplete format", 0)
+            error(text("incomplete format"), 0)
         write_conversion(b, loadb(p + i), arg)
         i += 1
         index += 1
     if index < nargs and tag_of(args) != L.TAG_DICT:
-        error("too many arguments for format string", 0)
+        error(text("too many arguments for format string"), 0)
 
     return buf_to_string(b, L.TAG_STRING)
 
@@ -263,7 +267,9 @@ def write_conversion(b: int, c: int, arg: int) -> None:
         write_repr(b, arg)
     elif c == 100 or c == 105 or c == 111 or c == 120 or c == 88:  # d i o x X
         if tag_of(arg) != L.TAG_INT:
-            error_conversion(c, "format requires integer: cannot convert ", arg, " to int")
+            error_conversion(
+                c, text("format requires integer: cannot convert "), arg, text(" to int")
+            )
         if c == 111:
             write_int_base(b, arg, 3, 0)
         elif c == 120:
@@ -274,9 +280,9 @@ def write_conversion(b: int, c: int, arg: int) -> None:
             write_int(b, arg)
     elif c == 101 or c == 102 or c == 103 or c == 69 or c == 70 or c == 71:  # e f g E F G
         if tag_of(arg) != L.TAG_INT:
-            error_conversion(c, "format requires float, not ", arg, "")
+            error_conversion(c, text("format requires float, not "), arg, text(""))
         if c == 70:
-            buf_str(b, "%F")  # Go's strconv.FormatFloat has no 'F' and says so
+            buf_str(b, text("%F"))  # Go's strconv.FormatFloat has no 'F' and says so
         else:
             write_int_as_float(b, arg, c)
     elif c == 99:  # c
@@ -285,7 +291,7 @@ def write_conversion(b: int, c: int, arg: int) -> None:
         buf_byte(b, 37)
     else:
         e = buf_new(32)
-        buf_str(e, "unknown conversion %")
+        buf_str(e, text("unknown conversion %"))
         write_code_point(e, c)
         error(buf_to_string(e, L.TAG_STRING), 0)
 
@@ -315,7 +321,7 @@ def write_character(b: int, arg: int) -> None:
             code = sar(arg, 1)
         if slt(code, 0) or slt(0x10FFFF, code):
             e = buf_new(64)
-            buf_str(e, "%c format requires a valid Unicode code point, got ")
+            buf_str(e, text("%c format requires a valid Unicode code point, got "))
             write_int(e, arg)
             error(buf_to_string(e, L.TAG_STRING), 0)
         write_code_point(b, code)
@@ -326,11 +332,11 @@ def write_character(b: int, arg: int) -> None:
         if n > 0:
             decoded = rune_at(arg + L.STR_DATA, n)
         if n == 0 or (decoded >> 32) != n:
-            error("%c format requires a single-character string", 0)
+            error(text("%c format requires a single-character string"), 0)
         write_code_point(b, decoded & 0xFFFFFFFF)
         return
     e = buf_new(64)
-    buf_str(e, "%c format requires int or single-character string, not ")
+    buf_str(e, text("%c format requires int or single-character string, not "))
     buf_str(e, type_name(arg))
     error(buf_to_string(e, L.TAG_STRING), 0)
 
@@ -397,7 +403,7 @@ def write_int_as_float(b: int, v: int, c: int) -> None:
         e = buf_new(64)
         buf_byte(e, 37)
         buf_byte(e, c)
-        buf_str(e, " format of an int of 2**62 or more is not supported (no floats yet)")
+        buf_str(e, text(" format of an int of 2**62 or more is not supported (no floats yet)"))
         error(buf_to_string(e, L.TAG_STRING), 0)
     n = sar(v, 1)
     if slt(n, 0):
@@ -423,7 +429,7 @@ def write_int_as_float(b: int, v: int, c: int) -> None:
         c += 32
     if c == 102:  # f
         buf_decimal(b, n)
-        buf_str(b, ".000000")
+        buf_str(b, text(".000000"))
         return
     if c == 101:  # e: seven significant digits, ties to even
         digits = decimal_digits(n)
@@ -452,7 +458,7 @@ def write_int_as_float(b: int, v: int, c: int) -> None:
         write_exponent(b, exponent, upper)
         return
     buf_decimal(b, n)
-    buf_str(b, ".0")
+    buf_str(b, text(".0"))
 
 
 def shortest_digits(n: int, shift: int) -> int:

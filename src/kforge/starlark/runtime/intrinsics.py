@@ -174,8 +174,10 @@ def call_address(address: int, *args: int) -> int:
     raise _compiled_only()
 
 
-def jump_address(address: int) -> NoReturn:
-    """Jump to the code at ``address``, keeping the stack (a tail call)."""
+def jump_address(address: int, *args: int) -> NoReturn:
+    """Jump to the code at ``address`` with ``args`` in the argument registers, keeping
+    the stack (a tail call)."""
+
     raise _compiled_only()
 
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import sar, slt
+from kforge.starlark.runtime.intrinsics import sar, slt, text
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.tuples import tuple_concat, tuple_repeat
-
     from kforge.starlark.runtime.bigint import (
         big_add,
         big_and,
@@ -38,7 +36,13 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.dicts import check_dict_mutable, dict_union, dict_update_from
     from kforge.starlark.runtime.format import error_with_value
     from kforge.starlark.runtime.interpolate import string_interpolate
-    from kforge.starlark.runtime.lists import check_list_mutable, list_concat, list_repeat
+    from kforge.starlark.runtime.lists import (
+        check_list_mutable,
+        list_concat,
+        list_repeat,
+        tuple_concat,
+        tuple_repeat,
+    )
     from kforge.starlark.runtime.sequences import is_iterable, list_extend_iterable
     from kforge.starlark.runtime.strings import string_concat, string_repeat
     from kforge.starlark.runtime.values import error_binary, error_unary, error_with_type, tag_of
@@ -66,14 +70,14 @@ def add(a: int, b: int) -> int:
             return list_concat(a, b)
         if ta == L.TAG_TUPLE:
             return tuple_concat(a, b)
-    error_binary("+", a, b)
+    error_binary(text("+"), a, b)
     return 0
 
 
 def inplace_add(a: int, b: int) -> int:
     """``a += b``: a list is extended in place by any iterable; else as ``a + b``."""
     if tag_of(a) == L.TAG_LIST and is_iterable(b):
-        check_list_mutable(a, "apply += to")
+        check_list_mutable(a, text("apply += to"))
         list_extend_iterable(a, b)
         return a
     return add(a, b)
@@ -82,7 +86,7 @@ def inplace_add(a: int, b: int) -> int:
 def inplace_bitor(a: int, b: int) -> int:
     """``a |= b``: a dict is updated in place by a dict; else as ``a | b``."""
     if tag_of(a) == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
-        check_dict_mutable(a, "apply |= to")
+        check_dict_mutable(a, text("apply |= to"))
         dict_update_from(a, b)
         return a
     return bitor(a, b)
@@ -93,7 +97,7 @@ def sub(a: int, b: int) -> int:
         if both_small(a, b):
             return int_from_word(sar(a, 1) - sar(b, 1))
         return big_sub(a, b)
-    error_binary("-", a, b)
+    error_binary(text("-"), a, b)
     return 0
 
 
@@ -113,7 +117,7 @@ def mul(a: int, b: int) -> int:
         return repeat(b, a, a, b)
     if tb == L.TAG_INT:
         return repeat(a, b, a, b)
-    error_binary("*", a, b)
+    error_binary(text("*"), a, b)
     return 0
 
 
@@ -125,7 +129,7 @@ def repeat(sequence: int, count: int, left: int, right: int) -> int:
         return list_repeat(sequence, count)
     if tag == L.TAG_TUPLE:
         return tuple_repeat(sequence, count)
-    error_binary("*", left, right)
+    error_binary(text("*"), left, right)
     return 0
 
 
@@ -137,11 +141,11 @@ def small_word(n: int) -> int:
 def floordiv(a: int, b: int) -> int:
     if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
         if b == 1:
-            error("floored division by zero", 0)
+            error(text("floored division by zero"), 0)
         if both_small(a, b):
             return int_from_word(floor_div_words(sar(a, 1), sar(b, 1)))
         return big_floordiv(a, b)
-    error_binary("//", a, b)
+    error_binary(text("//"), a, b)
     return 0
 
 
@@ -150,7 +154,7 @@ def mod(a: int, b: int) -> int:
     ta = tag_of(a)
     if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
         if b == 1:
-            error("integer modulo by zero", 0)
+            error(text("integer modulo by zero"), 0)
         if both_small(a, b):
             x = sar(a, 1)
             y = sar(b, 1)
@@ -158,7 +162,7 @@ def mod(a: int, b: int) -> int:
         return big_mod(a, b)
     if ta == L.TAG_STRING:
         return string_interpolate(a, b)
-    error_binary("%", a, b)
+    error_binary(text("%"), a, b)
     return 0
 
 
@@ -183,8 +187,8 @@ def floor_div_words(x: int, y: int) -> int:
 
 def truediv(a: int, b: int) -> int:
     if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        error("floating-point division is not supported yet: use // for integer division", 0)
-    error_binary("/", a, b)
+        error(text("floating-point division is not supported yet: use // for integer division"), 0)
+    error_binary(text("/"), a, b)
     return 0
 
 
@@ -193,7 +197,7 @@ def bitand(a: int, b: int) -> int:
         if both_small(a, b):
             return a & b
         return big_and(a, b)
-    error_binary("&", a, b)
+    error_binary(text("&"), a, b)
     return 0
 
 
@@ -205,7 +209,7 @@ def bitor(a: int, b: int) -> int:
         return big_or(a, b)
     if ta == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
         return dict_union(a, b)
-    error_binary("|", a, b)
+    error_binary(text("|"), a, b)
     return 0
 
 
@@ -214,7 +218,7 @@ def bitxor(a: int, b: int) -> int:
         if both_small(a, b):
             return (a ^ b) | 1
         return big_xor(a, b)
-    error_binary("^", a, b)
+    error_binary(text("^"), a, b)
     return 0
 
 
@@ -224,14 +228,14 @@ def shift_count(b: int, left: int) -> int:
     if b & 1 and b < (512 << 1):  # a small int from 0 to 511 (a negative word is larger)
         return b >> 1
     if tag_of(b) != L.TAG_INT:
-        error_with_type("got ", b, ", want int", 0)
+        error_with_type(text("got "), b, text(", want int"), 0)
     if int_fits_int32(b) == 0:
-        error_with_value("", b, " out of range")
+        error_with_value(text(""), b, text(" out of range"))
     count = sar(b, 1)
     if slt(count, 0):
-        error_with_value("negative shift count: ", b, "")
+        error_with_value(text("negative shift count: "), b, text(""))
     if left and count >= 512:
-        error_with_value("shift count too large: ", b, "")
+        error_with_value(text("shift count too large: "), b, text(""))
     return count
 
 
@@ -244,7 +248,7 @@ def lshift(a: int, b: int) -> int:
             if sar(shifted, count) == x:
                 return int_from_word(shifted)
         return big_lshift(a, count)
-    error_binary("<<", a, b)
+    error_binary(text("<<"), a, b)
     return 0
 
 
@@ -256,7 +260,7 @@ def rshift(a: int, b: int) -> int:
                 count = 62  # a small int shifted that far is 0 or -1 already
             return small_word(sar(sar(a, 1), count))
         return big_rshift(a, count)
-    error_binary(">>", a, b)
+    error_binary(text(">>"), a, b)
     return 0
 
 
@@ -265,14 +269,14 @@ def neg(a: int) -> int:
         return int_from_word(0 - sar(a, 1))
     if tag_of(a) == L.TAG_BIGINT:
         return big_neg(a)
-    error_unary("-", a)
+    error_unary(text("-"), a)
     return 0
 
 
 def pos(a: int) -> int:
     if tag_of(a) == L.TAG_INT:
         return a
-    error_unary("+", a)
+    error_unary(text("+"), a)
     return 0
 
 
@@ -281,5 +285,5 @@ def invert(a: int) -> int:
         return a ^ 0xFFFFFFFFFFFFFFFE
     if tag_of(a) == L.TAG_BIGINT:
         return big_invert(a)
-    error_unary("~", a)
+    error_unary(text("~"), a)
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, sar, slt, store
+from kforge.starlark.runtime.intrinsics import load, sar, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_to_word
@@ -36,14 +36,14 @@ def builtin_range(first: int, second: int, third: int) -> int:
     stop = 0
     step = 1
     if second == 0:
-        stop = range_argument(first, "range: for parameter 1: ")
+        stop = range_argument(first, text("range: for parameter 1: "))
     else:
-        start = range_argument(first, "range: for parameter 1: ")
-        stop = range_argument(second, "range: for parameter 2: ")
+        start = range_argument(first, text("range: for parameter 1: "))
+        stop = range_argument(second, text("range: for parameter 2: "))
         if third != 0:
-            step = range_argument(third, "range: for parameter 3: ")
+            step = range_argument(third, text("range: for parameter 3: "))
             if step == 0:
-                error("range: step argument must not be zero", "range")
+                error(text("range: step argument must not be zero"), text("range"))
     count = 0
     if slt(0, step):
         if slt(start, stop):
@@ -70,7 +70,7 @@ def range_argument(v: int, what: int) -> int:
         b = buf_new(64)
         buf_str(b, what)
         write_str(b, v)
-        buf_str(b, " out of range (want value in signed 64-bit range)")
-        error(buf_to_string(b, L.TAG_STRING), "range")
-    error_with_type(string_concat(what, "got "), v, ", want int", "range")
+        buf_str(b, text(" out of range (want value in signed 64-bit range)"))
+        error(buf_to_string(b, L.TAG_STRING), text("range"))
+    error_with_type(string_concat(what, text("got ")), v, text(", want int"), text("range"))
     return 0

@@ -28,6 +28,7 @@ from kforge.starlark.runtime.intrinsics import (
     slt,
     store,
     storeb,
+    text,
 )
 
 if TYPE_CHECKING:
@@ -87,11 +88,11 @@ def error_param_type(name: int, position: int, v: int, want: int) -> None:
     """``NAME: for parameter N: got T, want WANT`` (Go's UnpackPositionalArgs)."""
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": for parameter ")
+    buf_str(b, text(": for parameter "))
     buf_decimal(b, position)
-    buf_str(b, ": got ")
+    buf_str(b, text(": got "))
     buf_str(b, type_name(v))
-    buf_str(b, ", want ")
+    buf_str(b, text(", want "))
     buf_str(b, want)
     error(buf_to_string(b, L.TAG_STRING), name)
 
@@ -100,14 +101,14 @@ def error_named(name: int, message: int) -> None:
     """``NAME: message``, raised by builtin ``name``."""
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": ")
+    buf_str(b, text(": "))
     buf_str(b, message)
     error(buf_to_string(b, L.TAG_STRING), name)
 
 
 def string_param(v: int, name: int, position: int) -> int:
     if tag_of(v) != L.TAG_STRING:
-        error_param_type(name, position, v, "string")
+        error_param_type(name, position, v, text("string"))
     return v
 
 
@@ -119,7 +120,7 @@ def int_param(v: int, name: int, position: int, default: int) -> int:
     if v & 1:
         return sar(v, 1)
     if tag_of(v) != L.TAG_INT:
-        error_param_type(name, position, v, "int")
+        error_param_type(name, position, v, text("int"))
     info = load(v + L.BIGINT_INFO)
     count = info & 0xFFFFFFFF
     top = load(v + L.BIGINT_LIMBS + 8)
@@ -128,11 +129,11 @@ def int_param(v: int, name: int, position: int, default: int) -> int:
     if (count > 2 or top >= (1 << 31)) and minimum == 0:
         b = buf_new(64)
         buf_str(b, name)
-        buf_str(b, ": for parameter ")
+        buf_str(b, text(": for parameter "))
         buf_decimal(b, position)
-        buf_str(b, ": ")
+        buf_str(b, text(": "))
         write_int(b, v)
-        buf_str(b, " out of range (want value in signed 64-bit range)")
+        buf_str(b, text(" out of range (want value in signed 64-bit range)"))
         error(buf_to_string(b, L.TAG_STRING), name)
     if info >> 32:
         return 0 - (1 << 62)
@@ -162,16 +163,16 @@ def bound(v: int, n: int, default: int, what: int, name: int) -> int:
 def error_bound(v: int, what: int, name: int) -> None:
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": invalid ")
+    buf_str(b, text(": invalid "))
     buf_str(b, what)
-    buf_str(b, " index: ")
+    buf_str(b, text(" index: "))
     if tag_of(v) == L.TAG_INT:
         write_int(b, v)
-        buf_str(b, " out of range")
+        buf_str(b, text(" out of range"))
     else:
-        buf_str(b, "got ")
+        buf_str(b, text("got "))
         buf_str(b, type_name(v))
-        buf_str(b, ", want int")
+        buf_str(b, text(", want int"))
     error(buf_to_string(b, L.TAG_STRING), name)
 
 
@@ -279,10 +280,10 @@ def builtin_bytes(x: int) -> int:
         return string_transcoded(x, L.TAG_BYTES)
     if is_iterable(x) == 0:
         b = buf_new(64)
-        buf_str(b, "bytes: got ")
+        buf_str(b, text("bytes: got "))
         buf_str(b, type_name(x))
-        buf_str(b, ", want string, bytes, or iterable of ints")
-        error(buf_to_string(b, L.TAG_STRING), "bytes")
+        buf_str(b, text(", want string, bytes, or iterable of ints"))
+        error(buf_to_string(b, L.TAG_STRING), text("bytes"))
     b = scratch_buffer()
     seq = iter_start(x)
     i = 0
@@ -300,17 +301,17 @@ def builtin_bytes(x: int) -> int:
 
 def error_byte_value(i: int, item: int) -> None:
     b = buf_new(64)
-    buf_str(b, "bytes: at index ")
+    buf_str(b, text("bytes: at index "))
     buf_decimal(b, i)
     if tag_of(item) == L.TAG_INT:
-        buf_str(b, ", ")
+        buf_str(b, text(", "))
         write_int(b, item)
-        buf_str(b, " out of range (want value in unsigned 8-bit range)")
+        buf_str(b, text(" out of range (want value in unsigned 8-bit range)"))
     else:
-        buf_str(b, ", got ")
+        buf_str(b, text(", got "))
         buf_str(b, type_name(item))
-        buf_str(b, ", want int")
-    error(buf_to_string(b, L.TAG_STRING), "bytes")
+        buf_str(b, text(", want int"))
+    error(buf_to_string(b, L.TAG_STRING), text("bytes"))
 
 
 def string_transcoded(s: int, tag: int) -> int:
@@ -390,10 +391,10 @@ def count_occurrences(s: int, sub: int, start: int, end: int) -> int:
 
 
 def string_count(s: int, sub: int, start: int, end: int) -> int:
-    string_param(sub, "count", 1)
+    string_param(sub, text("count"), 1)
     n = load(s + L.STR_LEN)
-    first = bound(start, n, 0, "start", "count")
-    last = bound(end, n, n, "end", "count")
+    first = bound(start, n, 0, text("start"), text("count"))
+    last = bound(end, n, n, text("end"), text("count"))
     if slt(last, first):
         last = first
     return small(count_occurrences(s, sub, first, last))
@@ -403,8 +404,8 @@ def find_in(s: int, sub: int, start: int, end: int, name: int, last: int) -> int
     """The index ``find``, ``rfind``, ``index`` and ``rindex`` report, or -1."""
     string_param(sub, name, 1)
     n = load(s + L.STR_LEN)
-    first = bound(start, n, 0, "start", name)
-    stop = bound(end, n, n, "end", name)
+    first = bound(start, n, 0, text("start"), name)
+    stop = bound(end, n, n, text("end"), name)
     if slt(stop, first):
         stop = first
     if last:
@@ -413,32 +414,32 @@ def find_in(s: int, sub: int, start: int, end: int, name: int, last: int) -> int
 
 
 def string_find(s: int, sub: int, start: int, end: int) -> int:
-    return small(find_in(s, sub, start, end, "find", 0))
+    return small(find_in(s, sub, start, end, text("find"), 0))
 
 
 def string_rfind(s: int, sub: int, start: int, end: int) -> int:
-    return small(find_in(s, sub, start, end, "rfind", 1))
+    return small(find_in(s, sub, start, end, text("rfind"), 1))
 
 
 def string_index(s: int, sub: int, start: int, end: int) -> int:
-    i = find_in(s, sub, start, end, "index", 0)
+    i = find_in(s, sub, start, end, text("index"), 0)
     if i == 0 - 1:
-        error_named("index", "substring not found")
+        error_named(text("index"), text("substring not found"))
     return small(i)
 
 
 def string_rindex(s: int, sub: int, start: int, end: int) -> int:
-    i = find_in(s, sub, start, end, "rindex", 1)
+    i = find_in(s, sub, start, end, text("rindex"), 1)
     if i == 0 - 1:
-        error_named("rindex", "substring not found")
+        error_named(text("rindex"), text("substring not found"))
     return small(i)
 
 
 def affix_test(s: int, x: int, start: int, end: int, name: int, suffix: int) -> int:
     """``startswith`` and ``endswith``: ``x`` a str or a tuple of them."""
     n = load(s + L.STR_LEN)
-    first = bound(start, n, 0, "start", name)
-    stop = bound(end, n, n, "end", name)
+    first = bound(start, n, 0, text("start"), name)
+    stop = bound(end, n, n, text("end"), name)
     if slt(stop, first):
         stop = first
     tag = tag_of(x)
@@ -452,9 +453,9 @@ def affix_test(s: int, x: int, start: int, end: int, name: int, suffix: int) -> 
             if tag_of(item) != L.TAG_STRING:
                 b = buf_new(64)
                 buf_str(b, name)
-                buf_str(b, ": want string, got ")
+                buf_str(b, text(": want string, got "))
                 buf_str(b, type_name(item))
-                buf_str(b, ", for element ")
+                buf_str(b, text(", for element "))
                 buf_decimal(b, i)
                 error(buf_to_string(b, L.TAG_STRING), name)
             if has_affix(s, item, first, stop, suffix):
@@ -463,9 +464,9 @@ def affix_test(s: int, x: int, start: int, end: int, name: int, suffix: int) -> 
         return L.FALSE_ADDRESS
     b = buf_new(64)
     buf_str(b, name)
-    buf_str(b, ": got ")
+    buf_str(b, text(": got "))
     buf_str(b, type_name(x))
-    buf_str(b, ", want string or tuple of string")
+    buf_str(b, text(", want string or tuple of string"))
     error(buf_to_string(b, L.TAG_STRING), name)
     return 0
 
@@ -481,15 +482,15 @@ def has_affix(s: int, affix: int, first: int, stop: int, suffix: int) -> int:
 
 
 def string_startswith(s: int, prefix: int, start: int, end: int) -> int:
-    return affix_test(s, prefix, start, end, "startswith", 0)
+    return affix_test(s, prefix, start, end, text("startswith"), 0)
 
 
 def string_endswith(s: int, suffix: int, start: int, end: int) -> int:
-    return affix_test(s, suffix, start, end, "endswith", 1)
+    return affix_test(s, suffix, start, end, text("endswith"), 1)
 
 
 def string_removeprefix(s: int, prefix: int) -> int:
-    string_param(prefix, "removeprefix", 1)
+    string_param(prefix, text("removeprefix"), 1)
     n = load(s + L.STR_LEN)
     if has_affix(s, prefix, 0, n, 0):
         m = load(prefix + L.STR_LEN)
@@ -498,7 +499,7 @@ def string_removeprefix(s: int, prefix: int) -> int:
 
 
 def string_removesuffix(s: int, suffix: int) -> int:
-    string_param(suffix, "removesuffix", 1)
+    string_param(suffix, text("removesuffix"), 1)
     n = load(s + L.STR_LEN)
     if has_affix(s, suffix, 0, n, 1):
         return substring(s, 0, n - load(suffix + L.STR_LEN))
@@ -512,7 +513,7 @@ def partition_at(s: int, sep: int, name: int, last: int) -> int:
     string_param(sep, name, 1)
     m = load(sep + L.STR_LEN)
     if m == 0:
-        error_named(name, "empty separator")
+        error_named(name, text("empty separator"))
     n = load(s + L.STR_LEN)
     i = string_find_last(s, sep, 0, n) if last else string_find_bytes(s, sep, 0, n)
     result = tuple_with(3)
@@ -534,20 +535,20 @@ def partition_at(s: int, sep: int, name: int, last: int) -> int:
 
 
 def string_partition(s: int, sep: int) -> int:
-    return partition_at(s, sep, "partition", 0)
+    return partition_at(s, sep, text("partition"), 0)
 
 
 def string_rpartition(s: int, sep: int) -> int:
-    return partition_at(s, sep, "rpartition", 1)
+    return partition_at(s, sep, text("rpartition"), 1)
 
 
 def string_replace(s: int, old: int, new: int, count: int) -> int:
     """Go's ``strings.Replace``: the first ``count`` (all if negative) non-overlapping
     occurrences of ``old``; an empty ``old`` matches before every code point and at
     the end."""
-    string_param(old, "replace", 1)
-    string_param(new, "replace", 2)
-    limit = int_param(count, "replace", 3, 0 - 1)
+    string_param(old, text("replace"), 1)
+    string_param(new, text("replace"), 2)
+    limit = int_param(count, text("replace"), 3, 0 - 1)
     n = load(s + L.STR_LEN)
     m = load(old + L.STR_LEN)
     found = count_occurrences(s, old, 0, n)
@@ -581,7 +582,7 @@ def string_replace(s: int, old: int, new: int, count: int) -> int:
 def string_join(s: int, iterable: int) -> int:
     """``sep.join(iterable)``: sized first, then copied."""
     if is_iterable(iterable) == 0:
-        error_param_type("join", 1, iterable, "iterable")
+        error_param_type(text("join"), 1, iterable, text("iterable"))
     seq = iter_start(iterable)
     sep = load(s + L.STR_LEN)
     total = 0
@@ -592,9 +593,9 @@ def string_join(s: int, iterable: int) -> int:
             break
         if tag_of(item) != L.TAG_STRING:
             b = buf_new(64)
-            buf_str(b, "join: in list, want string, got ")
+            buf_str(b, text("join: in list, want string, got "))
             buf_str(b, type_name(item))
-            error(buf_to_string(b, L.TAG_STRING), "join")
+            error(buf_to_string(b, L.TAG_STRING), text("join"))
         if i > 0:
             total += sep
         total += load(item + L.STR_LEN)
@@ -624,11 +625,11 @@ def string_join(s: int, iterable: int) -> int:
 
 
 def string_split(s: int, sep: int, maxsplit: int) -> int:
-    return split_string(s, sep, maxsplit, "split", 0)
+    return split_string(s, sep, maxsplit, text("split"), 0)
 
 
 def string_rsplit(s: int, sep: int, maxsplit: int) -> int:
-    return split_string(s, sep, maxsplit, "rsplit", 1)
+    return split_string(s, sep, maxsplit, text("rsplit"), 1)
 
 
 def split_string(s: int, sep: int, maxsplit: int, name: int, right: int) -> int:
@@ -639,13 +640,13 @@ def split_string(s: int, sep: int, maxsplit: int, name: int, right: int) -> int:
         return split_space(s, limit)
     if tag_of(sep) != L.TAG_STRING:
         b = buf_new(64)
-        buf_str(b, "split: got ")
+        buf_str(b, text("split: got "))
         buf_str(b, type_name(sep))
-        buf_str(b, " for separator, want string")
+        buf_str(b, text(" for separator, want string"))
         error(buf_to_string(b, L.TAG_STRING), name)
     m = load(sep + L.STR_LEN)
     if m == 0:
-        error("split: empty separator", name)
+        error(text("split: empty separator"), name)
     n = load(s + L.STR_LEN)
     found = count_occurrences(s, sep, 0, n)
     # the separators that split: the first ``limit`` of them, or (rsplit) the last
@@ -746,7 +747,7 @@ def append_piece(lst: int, s: int, start: int, end: int) -> None:
 def string_splitlines(s: int, keepends: int) -> int:
     """Lines split at ``\\n`` only (Go's rule), without a last empty line."""
     if keepends != 0 and tag_of(keepends) != L.TAG_BOOL:
-        error_param_type("splitlines", 1, keepends, "bool")
+        error_param_type(text("splitlines"), 1, keepends, text("bool"))
     keep = keepends == L.TRUE_ADDRESS
     p = s + L.STR_DATA
     n = load(s + L.STR_LEN)
@@ -835,19 +836,19 @@ def strip_end(s: int, start: int, chars: int) -> int:
 
 
 def string_strip(s: int, chars: int) -> int:
-    chars = strip_chars(chars, "strip")
+    chars = strip_chars(chars, text("strip"))
     start = strip_start(s, chars)
     return substring(s, start, strip_end(s, start, chars) - start)
 
 
 def string_lstrip(s: int, chars: int) -> int:
-    chars = strip_chars(chars, "lstrip")
+    chars = strip_chars(chars, text("lstrip"))
     start = strip_start(s, chars)
     return substring(s, start, load(s + L.STR_LEN) - start)
 
 
 def string_rstrip(s: int, chars: int) -> int:
-    chars = strip_chars(chars, "rstrip")
+    chars = strip_chars(chars, text("rstrip"))
     return substring(s, 0, strip_end(s, 0, chars))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, store, storeb
+from kforge.starlark.runtime.intrinsics import load, loadb, store, storeb, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def string_new(tag: int, length: int) -> int:
     """A new str (or bytes) of ``length`` bytes, to be filled in."""
     if length > (1 << 40):
-        error("string too large", 0)
+        error(text("string too large"), 0)
     s = alloc_object(tag, L.STR_DATA + length)
     store(s + L.STR_LEN, length)
     return s

@@ -14,19 +14,22 @@ Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 
 from __future__ import annotations
 
+from typing import Final
+
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb
-from kforge.starlark.runtime.unicode_data import (
-    CASE,
-    DIGIT,
-    LETTER,
-    LOWER_EXCLUDED,
-    LOWER_EXTRA,
-    PRINTABLE,
-    TITLE_CASE,
-    UPPER_EXCLUDED,
-    UPPER_EXTRA,
-)
+from kforge.starlark.runtime import unicode_data
+from kforge.starlark.runtime.intrinsics import load, loadb, text
+
+# the tables as static bytes objects of the program
+CASE: Final = text(unicode_data.CASE)
+DIGIT: Final = text(unicode_data.DIGIT)
+LETTER: Final = text(unicode_data.LETTER)
+LOWER_EXCLUDED: Final = text(unicode_data.LOWER_EXCLUDED)
+LOWER_EXTRA: Final = text(unicode_data.LOWER_EXTRA)
+PRINTABLE: Final = text(unicode_data.PRINTABLE)
+TITLE_CASE: Final = text(unicode_data.TITLE_CASE)
+UPPER_EXCLUDED: Final = text(unicode_data.UPPER_EXCLUDED)
+UPPER_EXTRA: Final = text(unicode_data.UPPER_EXTRA)
 
 
 def range_set_has(table: int, c: int) -> int:
