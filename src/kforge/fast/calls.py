@@ -1,0 +1,75 @@
+"""Calls and returns inside a region: which CALLs are wasm calls, where each RET may go back.
+
+A CALL to a block of its own region is a branch (its return address pushed as
+always); a CALL to another region is a wasm call of that region's function, so
+that the RET ending the callee is a wasm return, predicted by the processor.
+
+A RET pops an address and first compares it with the return address of the
+wasm call running the function (``$ret``).  Otherwise it branches to a return
+site of the region if the address is one of those this RET may go back to:
+the sites of the region's CALLs whose callee reaches the RET.  Any other
+address leaves the function (a tail call through ``$route``), so these sets only
+decide speed, never behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kforge.fast.analysis import JUMPS, NO_FALLTHROUGH, Block, ProgramPlan
+from kforge.isa import OPCODES, Opcode
+
+__all__ = ["MAX_INLINE_INSTRUCTIONS", "inline_bodies"]
+
+
+#: Most instructions a procedure may have to be copied into its callers.
+MAX_INLINE_INSTRUCTIONS: Final = 12
+
+
+def inline_bodies(plan: ProgramPlan) -> dict[int, tuple[Block, ...]]:
+    """Procedures worth copying into their callers: call target -> its blocks, in order.
+
+    A procedure qualifies when it is small, makes no call, runs no host block or
+    TICK, and only branches forwards, so that its copy is a tree of forward
+    branches ending in RET (or a fault, or HALT).  Performance note: Starlark code
+    calls helpers of a few instructions (a tag test, a range check) all the
+    time; a copy costs less than the call.
+    """
+    code, blocks, at = plan.code, plan.blocks, plan.block_at
+    targets = {insn.imm for insn in code if insn.opcode == Opcode.CALL and insn.imm in at}
+    bodies: dict[int, tuple[Block, ...]] = {}
+    for target in sorted(targets):
+        body = _leaf_body(plan, at[target])
+        if body is not None:
+            bodies[target] = tuple(blocks[index] for index in body)
+    return bodies
+
+
+def _leaf_body(plan: ProgramPlan, entry: int) -> list[int] | None:
+    """The blocks of the leaf procedure entered at block ``entry``, or ``None``."""
+    code, blocks, at = plan.code, plan.blocks, plan.block_at
+    seen, pending, size = {entry}, [entry], 0
+    while pending:
+        block = blocks[pending.pop()]
+        size += block.end - block.start
+        if block.host or size > MAX_INLINE_INSTRUCTIONS:
+            return None
+        if any(
+            code[pc].opcode in (Opcode.CALL, Opcode.TICK) for pc in range(block.start, block.end)
+        ):
+            return None
+        last = code[block.end - 1]
+        following = []
+        if last.opcode in JUMPS and last.imm < len(code):
+            following.append(at[last.imm])
+        if last.opcode in OPCODES and last.opcode not in NO_FALLTHROUGH:
+            if block.end >= len(code):
+                return None  # runs off the code
+            following.append(at[block.end])
+        for index in following:
+            if index <= block.index:
+                return None  # a backward branch: a loop
+            if index not in seen:
+                seen.add(index)
+                pending.append(index)
+    return sorted(seen)
