@@ -24,6 +24,7 @@ anything, so a fault leaves no trace.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Final
 
@@ -49,11 +50,24 @@ from kforge.fast.wat import (
 )
 from kforge.isa import OPCODES, FaultCode, Instruction, Opcode, tick_cost
 
-__all__ = ["CALL_DEPTH_LIMIT", "EMITTERS", "BlockWriter", "FunctionContext"]
+__all__ = [
+    "CALL_DEPTH_LIMIT",
+    "EMITTERS",
+    "FRAME_DEPTH_SHIFT",
+    "NO_RETURN",
+    "BlockWriter",
+    "FunctionContext",
+]
 
 #: Nested wasm calls (CALLs into another region) before a CALL becomes a tail call: keeps
 #: the wasm stack far below wasmtime's limit whatever the Forge program does.
 CALL_DEPTH_LIMIT: Final = 48
+#: A function's ``$frame`` packs the wasm calls it is nested in (the bits from this one
+#: up) and the return address the call running it pushed (the bits below), or
+#: :data:`NO_RETURN` for none.  Performance note: one value live through the function,
+#: not two.
+FRAME_DEPTH_SHIFT: Final = 24
+NO_RETURN: Final = (1 << FRAME_DEPTH_SHIFT) - 1
 
 _BINARY_OPS: Final[dict[int, str]] = {
     Opcode.ADD: "i64.add",
@@ -188,7 +202,8 @@ class BlockWriter:
             for line in state_store(register, register_local(register))
         ]
         if self.last_setter is not None:
-            out += recipe_stores(_KINDS[self.code[self.last_setter].opcode], "$fv", "$fb", "$fa")
+            kind = _KINDS[self.code[self.last_setter].opcode]
+            out += recipe_stores(kind, *self.loop_recipe(self.last_setter))
         return out
 
     def written(self) -> list[int]:
@@ -204,13 +219,11 @@ class BlockWriter:
         """Leave the function at ``pc`` for ``reason`` (when the i32 on the stack is non-zero,
         if ``conditional``)."""
         stores = self.loop_stores()
+        label = self.exits.label(reason)
         if stores and conditional:
-            self.out += ["if", *stores]
-            self.leave(pc, reason)
-            self.out.append("end")
+            self.out += ["if", *stores, f"i32.const {pc}", "local.set $pc", f"br {label}", "end"]
             return
         branch = "br_if" if conditional else "br"
-        label = self.exits.label(reason)
         self.out += [*stores, f"i32.const {pc}", "local.set $pc", f"{branch} {label}"]
 
     def fault(self, pc: int, code: FaultCode, *, conditional: bool = False) -> None:
@@ -329,16 +342,18 @@ class BlockWriter:
         """A setter whose flags can be seen keeps its recipe: ``local.tee`` after operand a
         and b while computing, then the stores.
 
-        In a self-looping block the recipe is kept in ``$fa``, ``$fb`` and ``$fv`` for the
-        loop's exits to store, and stored by the first iteration only.
+        In a self-looping block the recipe stays where :meth:`loop_recipe` says for the
+        loop's exits to store, and is stored by the first iteration only.
         """
         if pc not in self.plan.flag_materialized:
             return "", "", []
         kind = _KINDS[insn.opcode]
         if self.block.self_loop:
-            tee_a = "local.tee $fa" if kind == FlagKind.MUL else ""
-            tee_b = "local.tee $fb" if kind in (FlagKind.ADD, FlagKind.SUB, FlagKind.MUL) else ""
-            stores = [] if self.looping else recipe_stores(kind, "$fv", "$fb", "$fa")
+            v, b, a = self.loop_recipe(pc)
+            tee_a = f"local.tee {a}" if kind == FlagKind.MUL and a == "$fa" else ""
+            uses_b = kind in (FlagKind.ADD, FlagKind.SUB, FlagKind.MUL)
+            tee_b = f"local.tee {b}" if uses_b and b == "$fb" else ""
+            stores = [] if self.looping else recipe_stores(kind, v, b, a)
             return tee_a, tee_b, stores
         # the written register holds v; an operand the instruction overwrites is kept aside
         tee_a, a = (
@@ -353,9 +368,27 @@ class BlockWriter:
             tee_b = ""
         return tee_a, tee_b, recipe_stores(kind, register_local(insn.rd), b, a)
 
+    def loop_recipe(self, pc: int) -> tuple[str, str, str]:
+        """The locals holding v, b and a of setter ``pc`` of a self-looping block until its
+        next run: its registers when the block writes its destination nowhere else and its
+        operands not at all, else copies in ``$fv``, ``$fb``, ``$fa``.
+
+        Performance note: a loop's recipe then costs no instruction while it runs.
+        """
+        block, code = self.block, self.code
+        writes = Counter(
+            code[k].rd for k in range(block.start, block.end) if code[k].opcode in WRITES_RD
+        )
+        insn = code[pc]
+        v = register_local(insn.rd) if writes[insn.rd] == 1 else "$fv"
+        b = register_local(insn.rs2) if not writes[insn.rs2] else "$fb"
+        a = register_local(insn.rs1) if not writes[insn.rs1] else "$fa"
+        return v, b, a
+
     def value_flags(self, pc: int, value: list[str]) -> list[str]:
-        """``value``, kept in ``$fv`` too when it is a self-looping block's setter's result."""
-        if pc in self.plan.flag_materialized and self.block.self_loop:
+        """``value``, kept in ``$fv`` too when a self-looping block's setter needs it there."""
+        materialized = pc in self.plan.flag_materialized
+        if materialized and self.block.self_loop and self.loop_recipe(pc)[0] == "$fv":
             return [*value, "local.tee $fv"]
         return value
 
@@ -465,10 +498,14 @@ class BlockWriter:
         # (predicted by the processor).
         out = self.out
         out += self.save()
-        out += ["local.get $depth", f"i32.const {CALL_DEPTH_LIMIT}", "i32.ge_u"]
+        out += ["local.get $frame", f"i32.const {CALL_DEPTH_LIMIT << FRAME_DEPTH_SHIFT}"]
+        out.append("i32.ge_u")
         self.leave(target, ROUTE, conditional=True)
-        out += [f"i32.const {target}", "local.get $fuel", "local.get $depth", "i32.const 1"]
-        out += ["i32.add", f"i32.const {back}", f"call $region{self.plan.region_index(target)}"]
+        # the callee's frame: one deeper, returning to ``back``
+        out += [f"i32.const {target}", "local.get $fuel", "local.get $frame"]
+        out += [f"i32.const {-1 << FRAME_DEPTH_SHIFT}", "i32.and"]
+        out += [f"i32.const {(1 << FRAME_DEPTH_SHIFT) + back}", "i32.add"]
+        out.append(f"call $region{self.plan.region_index(target)}")
         # unless it returned to ``back``, an exit further in: pass it on (all stored already)
         out += ["local.set $fuel", "local.tee $pc", f"i32.const {back}", "i32.ne", "if"]
         out += ["local.get $pc", "local.get $fuel", "return", "end"]
@@ -509,7 +546,8 @@ class BlockWriter:
             out += ["local.get $a", "i32.wrap_i64", "local.tee $pc", f"i32.const {self.copy.back}"]
             out += ["i32.eq", f"br_if $I{self.copy.site}", f"br {self.exits.label(ROUTE)}"]
             return
-        out += ["local.get $a", "i32.wrap_i64", "local.tee $pc", "local.get $ret", "i32.eq"]
+        out += ["local.get $a", "i32.wrap_i64", "local.tee $pc", "local.get $frame"]
+        out += [f"i32.const {NO_RETURN}", "i32.and", "i32.eq"]
         out.append(f"br_if {self.exits.label(RETURN)}")
         # back into this region (a call in it, a computed jump): dispatch here
         start, size = self.region.start, self.region.end - self.region.start

@@ -1,15 +1,11 @@
-"""Calls and returns inside a region: which CALLs are wasm calls, where each RET may go back.
+"""Which procedures are small enough to copy into their callers.
 
-A CALL to a block of its own region is a branch (its return address pushed as
-always); a CALL to another region is a wasm call of that region's function, so
-that the RET ending the callee is a wasm return, predicted by the processor.
-
-A RET pops an address and first compares it with the return address of the
-wasm call running the function (``$ret``).  Otherwise it branches to a return
-site of the region if the address is one of those this RET may go back to:
-the sites of the region's CALLs whose callee reaches the RET.  Any other
-address leaves the function (a tail call through ``$route``), so these sets only
-decide speed, never behaviour.
+A CALL into another region is a wasm call of that region's function, and one
+into its own region a branch (see :mod:`kforge.fast.compiler`), unless the
+target is a small leaf procedure: then the CALL pushes its return address as
+always and the procedure's blocks follow, copied, with their own pcs, tick
+checks and faults, so that the copy is exact; its RET goes on after the copy
+when it pops that return address, anywhere else when it does not.
 """
 
 from __future__ import annotations

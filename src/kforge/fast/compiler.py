@@ -7,13 +7,13 @@ Module: memory 0 is the Forge data memory, memory 1 the state words
 ``run() -> i32``, which calls ``$route`` at the state's pc and returns the exit
 reason.
 
-Every region function has the type ``(pc, fuel, depth, ret) -> (next, fuel)``:
-it runs from ``pc`` with ``fuel`` ticks to spend; ``depth`` counts the wasm
-calls it is nested in and ``ret`` is the return address the wasm call that
-started it pushed (``-1`` for none).  It returns ``next = ret`` when a RET pops
-``ret`` (the caller goes on at its return site), or ``next = -reason`` when the
-machine must leave compiled code (pc and the fault detail then in the state
-memory).  Shape of a region's function::
+Every region function has the type ``(pc, fuel, frame) -> (next, fuel)``: it
+runs from ``pc`` with ``fuel`` ticks to spend; ``frame`` packs the wasm calls it
+is nested in and the return address ``ret`` the wasm call that started it pushed
+(:data:`~kforge.fast.blocks.NO_RETURN` for none).  It returns ``next = ret``
+when a RET pops ``ret`` (the caller goes on at its return site), or
+``next = -reason`` when the machine must leave compiled code (pc and the fault
+detail then in the state memory).  Shape of a region's function::
 
     load sp (if the region has stack instructions)
     block $leave
@@ -66,7 +66,7 @@ from kforge.fast.analysis import (
     Region,
     used_registers,
 )
-from kforge.fast.blocks import BlockWriter, FunctionContext
+from kforge.fast.blocks import NO_RETURN, BlockWriter, FunctionContext
 from kforge.fast.calls import inline_bodies
 from kforge.fast.wat import RETURN, ExitStubs, register_local, state_load, state_store
 from kforge.isa import Opcode, OpKind, opcodes_where, tick_cost
@@ -82,8 +82,7 @@ _STACK_OPS: Final = opcodes_where(
     lambda info: info.kind in (OpKind.STACK, OpKind.CALL, OpKind.RETURN)
 )
 _SIGNATURE: Final = (
-    "(type $region) (param $pc i32) (param $fuel i64) (param $depth i32) (param $ret i32) "
-    "(result i32 i64)"
+    "(type $region) (param $pc i32) (param $fuel i64) (param $frame i32) (result i32 i64)"
 )
 
 
@@ -169,7 +168,7 @@ class _RegionWriter:
         out = state_store(Word.SP, "$sp") if self.keeps_sp else []
         out += ["local.get $reason", "i32.eqz", "if", "local.get $pc", "local.get $fuel"]
         out += ["return", "end", "local.get $reason", "i32.const 0", "i32.lt_s", "if"]
-        out += ["local.get $pc", "local.get $fuel", "local.get $depth", "local.get $ret"]
+        out += ["local.get $pc", "local.get $fuel", "local.get $frame"]
         out += ["return_call $route", "end", "i32.const 0", "local.get $pc", "i64.extend_i32_u"]
         out += [f"i64.store $state offset={Word.PC.offset}", *state_store(Word.DETAIL, "$detail")]
         out += ["i32.const 0", "local.get $reason", "i32.sub", "local.get $fuel"]
@@ -203,7 +202,7 @@ class _ModuleWriter:
         depths = [str(region.index) for region in regions for _ in range(region.start, region.end)]
         out += ["local.get $pc", "br_table " + " ".join(depths) + " $beyond"]
         for region in regions:
-            out += ["end", "local.get $pc", "local.get $fuel", "local.get $depth", "local.get $ret"]
+            out += ["end", "local.get $pc", "local.get $fuel", "local.get $frame"]
             out.append(f"return_call $region{region.index}")
         out += ["end", "i32.const 0", "local.get $pc", "i64.extend_i32_u"]
         out += [f"i64.store $state offset={Word.PC.offset}", f"i32.const {-Exit.STEP}"]
@@ -215,7 +214,7 @@ class _ModuleWriter:
         out.append('(func (export "run") (result i32) (local $next i32) (local $fuel i64)')
         out += ["i32.const 0", f"i32.load $state offset={Word.PC.offset}"]
         out += ["i32.const 0", f"i64.load $state offset={Word.FUEL.offset}"]
-        out += ["i32.const 0", "i32.const -1", "call $route", "local.set $fuel", "local.set $next"]
+        out += [f"i32.const {NO_RETURN}", "call $route", "local.set $fuel", "local.set $next"]
         out += ["i32.const 0", "local.get $fuel", f"i64.store $state offset={Word.FUEL.offset}"]
         out += ["i32.const 0", "local.get $next", "i32.sub", ")"]
 
@@ -232,9 +231,13 @@ class _ModuleWriter:
         return bytes(table)
 
     def module(self) -> str:
+        if len(self.plan.code) >= NO_RETURN:
+            raise ValueError(
+                f"{len(self.plan.code)} instructions: more than the fast tier compiles"
+            )
         refunds = self.refund_table()
         state_pages = -(-(REFUNDS_OFFSET + len(refunds)) // _PAGE)
-        self.out += ["(module", "(type $region (func (param i32 i64 i32 i32) (result i32 i64)))"]
+        self.out += ["(module", "(type $region (func (param i32 i64 i32) (result i32 i64)))"]
         self.out += ["(memory $memory 1)", f"(memory $state {state_pages})"]
         escaped = "".join(f"\\{byte:02x}" for byte in refunds)
         self.out.append(f'(data (memory $state) (i32.const {REFUNDS_OFFSET}) "{escaped}")')
