@@ -28,12 +28,11 @@ from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram, decode_program
 from test_fast_support import (
     assert_same,
-    drive,
-    load,
+    assert_slices_agree,
+    assert_whole_runs_agree,
+    fast_tiers,
     load_options,
     procedure_programs,
-    reference_runner,
-    tier_runner,
 )
 
 STARLARK = Path(__file__).parent / "data" / "starlark"
@@ -49,13 +48,8 @@ REGION_SIZES = (1, 3, 128)
 @pytest.fixture(scope="module")
 def tiers() -> Iterator[dict[int, FastTier]]:
     """Fast tiers cutting procedures into regions of at most 1, 3 and 128 blocks."""
-    made = {
-        size: FastTier(disk_cache=False, max_programs=4096, max_region_blocks=size)
-        for size in REGION_SIZES
-    }
-    yield made
-    for tier in made.values():
-        tier.close()
+    with fast_tiers(REGION_SIZES) as made:
+        yield made
 
 
 def _run_both(fast_tier: FastTier, program: ForgeProgram, **options: Any) -> None:
@@ -146,12 +140,7 @@ def test_programs_of_procedures_agree(
     budget: int,
     regions: int,
 ) -> None:
-    reference, fast = load(program, options, budget), load(program, options, budget)
-    if reference is None or fast is None:
-        return
-    reference.run()
-    tiers[regions].run(fast, tier="fast")
-    assert_same(reference, fast, f"budget {budget}")
+    assert_whole_runs_agree(tiers[regions], program, options, budget)
 
 
 @settings(SETTINGS, max_examples=40)
@@ -181,15 +170,14 @@ def test_slices_of_procedures_agree(
 ) -> None:
     options: dict[str, Any] = {"tick_budget": 5000, "memory_quota": 4096}
     reference, fast = Machine.load(program, **options), Machine.load(program, **options)
-    arguments: dict[str, Any] = {
-        "max_ticks": max_ticks,
-        "yield_on_tick": yield_on_tick,
-        "deliveries": [],
-    }
-    expected = drive(reference, reference_runner, **arguments)
-    actual = drive(fast, tier_runner(tiers[regions], "fast"), **arguments)
-    assert expected == actual
-    assert_same(reference, fast)
+    assert_slices_agree(
+        tiers[regions],
+        reference,
+        fast,
+        max_ticks=max_ticks,
+        yield_on_tick=yield_on_tick,
+        deliveries=[],
+    )
 
 
 RECURSION = """
@@ -251,15 +239,15 @@ def test_slices_of_deep_recursion_agree(tiers: dict[int, FastTier]) -> None:
     for max_ticks, yield_on_tick in ((None, True), (97, False), (1009, True)):
         reference = Machine.load(program, memory_quota=65_536)
         fast = Machine.load(program, memory_quota=65_536)
-        arguments: dict[str, Any] = {
-            "max_ticks": max_ticks,
-            "yield_on_tick": yield_on_tick,
-            "deliveries": [],
-            "max_slices": 1000,
-        }
-        expected = drive(reference, reference_runner, **arguments)
-        actual = drive(fast, tier_runner(tiers[128], "fast"), **arguments)
-        assert expected == actual
+        assert_slices_agree(
+            tiers[128],
+            reference,
+            fast,
+            max_ticks=max_ticks,
+            yield_on_tick=yield_on_tick,
+            deliveries=[],
+            max_slices=1000,
+        )
         assert fast.state is MachineState.HALTED
 
 
@@ -331,7 +319,6 @@ def test_compiled_starlark_programs_agree(tiers: dict[int, FastTier], name: str)
     assert probe.state is MachineState.HALTED
     _run_both(fast_tier, program, **{**options, "tick_budget": probe.ticks_used * 2 // 3})
     reference, fast = Machine.load(program, **options), Machine.load(program, **options)
-    arguments: dict[str, Any] = {"max_ticks": 7919, "yield_on_tick": True, "deliveries": []}
-    expected = drive(reference, reference_runner, **arguments)
-    actual = drive(fast, tier_runner(fast_tier, "fast"), **arguments)
-    assert expected == actual
+    assert_slices_agree(
+        fast_tier, reference, fast, max_ticks=7919, yield_on_tick=True, deliveries=[]
+    )

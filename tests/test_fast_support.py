@@ -8,7 +8,8 @@ cases (PUSH + RET to a computed target, addresses next to the quota edge).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import strategies as st
@@ -480,3 +481,45 @@ def procedure_programs(draw: st.DrawFn) -> ForgeProgram:
     # a procedure index names bodies[1 + index]
     code = _resolve(parts, starts[1:])
     return ForgeProgram(tuple(code), draw(st.binary(max_size=16)))
+
+
+@contextmanager
+def fast_tiers(sizes: tuple[int, ...]) -> Iterator[dict[int, FastTier]]:
+    """Fast tiers cutting procedures into regions of at most each of ``sizes`` blocks."""
+    made = {
+        size: FastTier(disk_cache=False, max_programs=4096, max_region_blocks=size)
+        for size in sizes
+    }
+    try:
+        yield made
+    finally:
+        for tier in made.values():
+            tier.close()
+
+
+def assert_slices_agree(
+    fast_tier: FastTier,
+    reference: Machine,
+    fast: Machine,
+    **arguments: Any,
+) -> None:
+    """Run both machines slice by slice (``drive``'s arguments); every slice must agree."""
+    expected = drive(reference, reference_runner, **arguments)
+    actual = drive(fast, tier_runner(fast_tier, "fast"), **arguments)
+    assert len(expected) == len(actual)
+    for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
+        assert left == right, f"slice {index}"
+    assert_same(reference, fast)
+
+
+def assert_whole_runs_agree(
+    fast_tier: FastTier, program: ForgeProgram, options: dict[str, Any], budget: int
+) -> None:
+    """Both tiers run ``program`` (loaded with ``options`` and ``budget``) to its end and agree;
+    nothing to compare when the options do not fit the quota."""
+    reference, fast = load(program, options, budget), load(program, options, budget)
+    if reference is None or fast is None:
+        return
+    reference.run()
+    fast_tier.run(fast, tier="fast")
+    assert_same(reference, fast, f"budget {budget}")
