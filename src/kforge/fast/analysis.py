@@ -10,9 +10,9 @@ short.
 
 Blocks are grouped into *regions*, one wasm function each: a region is a
 procedure (the code from one call target, or the entry, to the next), so that
-a CALL is a wasm call and its RET a wasm return (see :mod:`kforge.fast.compiler`);
-a procedure of more than ``max_region_blocks`` blocks is cut where fewest jumps
-cross.
+a CALL from one procedure to another is a wasm call and its RET a wasm return
+(see :mod:`kforge.fast.compiler`); a procedure of more than
+``max_region_blocks`` blocks is cut where fewest jumps cross.
 
 The plan also decides which flag-setting instructions must compute their flags:
 flags are observable only when control leaves compiled code, so within a block

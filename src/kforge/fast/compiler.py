@@ -33,13 +33,14 @@ detail then in the state memory).  Shape of a region's function::
 Control: code of block *i* follows ``end $Bi``, so falling off a block runs the
 next one and a forward branch to block *j* is ``br $Bj``; a backward branch sets
 ``$pc`` and goes through ``$dispatch``; a block branching to its own start is a
-wasm ``loop``.  A CALL is a wasm call of the region function holding its target
-(unless the callee is copied into the caller, :mod:`kforge.fast.calls`), and a
-RET popping the address that call pushed returns from it; a RET popping an
-address in its own region dispatches there, and any other transfer to another
-region is a tail call through ``$route``.  Past ``CALL_DEPTH_LIMIT`` nested
-calls a CALL is a tail call too, so deep Forge recursion never exhausts the wasm
-stack.  Every instruction index is an entry point: a leader directly, any other
+wasm ``loop``.  A CALL into another region is a wasm call of that region's
+function, one into its own region a branch (a small leaf callee is copied into
+the caller instead, :mod:`kforge.fast.calls`); a RET popping the address the
+wasm call pushed returns from it, one popping an address in its own region
+dispatches there, and any other transfer to another region is a tail call
+through ``$route``.  Past ``CALL_DEPTH_LIMIT`` nested wasm calls a CALL into
+another region is a tail call too, so deep Forge recursion never exhausts the
+wasm stack.  Every instruction index is an entry point: a leader directly, any other
 pc by way of the host stepping the reference interpreter up to the next leader.
 
 State: registers and the flag recipe are written through to the state memory
