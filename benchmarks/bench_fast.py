@@ -7,7 +7,10 @@ flags), calls (naive recursive Fibonacci: CALL/RET/PUSH/POP), memory (u64 copy o
 a smaller N: the ratio is per tick); wasmtime running the hand-written WAT with fuel on
 (same N; ratio of wall times) and pywasm (small N; ratio per iteration).  Then compile
 latency, the first result of a cold 1,000-instruction program on the auto tier, sandbox
-creation at 64 KiB, memory per idle sandbox, and SEND→RECV pair latency.
+creation at 64 KiB, memory per idle sandbox, and SEND→RECV pair latency.  Then compiled
+Starlark programs (benchmarks/programs/: thousands of instructions in short blocks, calls
+everywhere): WebAssembly text per instruction, ``wasmtime.Module(engine, wat)`` time, and
+ticks/s of the fast tier (the machine bound to its 256 MiB memory before timing).
 
 Targets: >= 1 G ticks/s on count, fib and sieve; wall time <= wasmtime-with-fuel's;
 >= 300x the reference tier; cold 1,000-instruction first result <= 5 ms.
@@ -27,6 +30,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +41,13 @@ from kforge.fast import FastTier, plan_program
 from kforge.fast.compiler import generate_wat
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
-from kforge.program import ForgeProgram
+from kforge.program import ForgeProgram, decode_program
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 WAT = HERE / "wat"
+PROGRAMS = HERE / "programs"
+PROGRAMS_QUOTA = 268_435_456  # what benchmarks/programs/*.frgp were compiled for
 BIG_BUDGET = 10**15
 
 COUNT = """
@@ -385,6 +391,43 @@ def compile_latency(workload: Workload) -> float:
     return seconds
 
 
+# ------------------------------------------------------- compiled Starlark
+
+
+def compiled_program_run(tier: FastTier, program: ForgeProgram) -> tuple[float, int]:
+    """Seconds and ticks of one fast run, the machine bound to its memory beforehand."""
+    machine = Machine.load(program, tick_budget=BIG_BUDGET, memory_quota=PROGRAMS_QUOTA)
+    tier.run(machine, tier="fast", max_ticks=1)  # binds the 256 MiB memory: not timed
+    started = time.perf_counter()
+    tier.run(machine, tier="fast")
+    seconds = time.perf_counter() - started
+    assert machine.state is MachineState.HALTED, machine.fault
+    return seconds, machine.ticks_used
+
+
+def compiled_programs() -> dict[str, dict[str, Any]]:
+    """For each program of benchmarks/programs/: WAT size, wasmtime compile time, ticks/s."""
+    results: dict[str, dict[str, Any]] = {}
+    with FastTier(disk_cache=False) as tier:
+        for path in sorted(PROGRAMS.glob("*.frgp")):
+            program = decode_program(path.read_bytes())
+            wat = generate_wat(plan_program(program.code, program.entry))
+            compile_seconds, _ = median_time(partial(wasmtime.Module, tier.engine, wat), 3)
+            tier.compile(program)
+            runs = [compiled_program_run(tier, program) for _ in range(5)]
+            seconds = statistics.median(run[0] for run in runs)
+            ticks = runs[-1][1]
+            results[path.stem] = {
+                "instructions": len(program.code),
+                "wat_bytes_per_instruction": len(wat) / len(program.code),
+                "wasmtime_compile_seconds": compile_seconds,
+                "run_seconds": seconds,
+                "ticks": ticks,
+                "ticks_per_second": ticks / seconds,
+            }
+    return results
+
+
 # ------------------------------------------------------------ sandbox costs
 
 
@@ -552,6 +595,7 @@ def main() -> None:
     start = startup()
     costs = sandbox_costs()
     slices = slicing()
+    programs = compiled_programs()
 
     print(
         f"{'workload':<8} {'fast tier':>13} {'reference':>11} {'x ref':>7} {'fuel/fast':>10} "
@@ -607,6 +651,15 @@ def main() -> None:
         f"{slices['auto_cold_count_ticks_per_second'] / 1e9:.2f} Gt/s"
     )
 
+    for name, row in programs.items():
+        print(
+            f"compiled Starlark {name} ({row['instructions']:,} instructions): "
+            f"{row['wat_bytes_per_instruction']:.0f} B of WAT per instruction, "
+            f"wasmtime compile {row['wasmtime_compile_seconds'] * 1000:.0f} ms, "
+            f"{row['ticks']:,} ticks in {row['run_seconds'] * 1000:.1f} ms "
+            f"({row['ticks_per_second'] / 1e9:.2f} Gt/s)"
+        )
+
     report = {
         "machine": platform.machine(),
         "python": platform.python_version(),
@@ -615,6 +668,7 @@ def main() -> None:
         "sandbox": costs,
         "send_recv_pair_seconds": latency,
         "slicing": slices,
+        "starlark_programs": programs,
     }
     (RESULTS / "fast.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     plot(rows, RESULTS / "fast.png")

@@ -22,7 +22,10 @@ from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 from test_fast_support import (
     assert_same,
+    assert_slices_agree,
+    assert_whole_runs_agree,
     drive,
+    fast_tiers,
     load,
     load_options,
     programs,
@@ -45,13 +48,8 @@ region_sizes = st.sampled_from(REGION_SIZES)
 @pytest.fixture(scope="module")
 def tiers() -> Iterator[dict[int, FastTier]]:
     """Fast tiers cutting programs into regions of 1, 2, 5 and 128 blocks (one wasm function each)."""
-    made = {
-        size: FastTier(disk_cache=False, max_programs=4096, max_region_blocks=size)
-        for size in REGION_SIZES
-    }
-    yield made
-    for tier in made.values():
-        tier.close()
+    with fast_tiers(REGION_SIZES) as made:
+        yield made
 
 
 def _pair(
@@ -71,14 +69,7 @@ def test_whole_runs_agree(
     budget: int,
     regions: int,
 ) -> None:
-    fast_tier = tiers[regions]
-    pair = _pair(program, options, budget)
-    if pair is None:
-        return
-    reference, fast = pair
-    reference.run()
-    fast_tier.run(fast, tier="fast")
-    assert_same(reference, fast, f"budget {budget}")
+    assert_whole_runs_agree(tiers[regions], program, options, budget)
 
 
 @settings(SETTINGS, max_examples=60)
@@ -111,18 +102,13 @@ def _assert_slices_agree(
     pair = _pair(program, options, budget)
     if pair is None:
         return
-    reference, fast = pair
-    arguments: dict[str, Any] = {
-        "max_ticks": max_ticks,
-        "yield_on_tick": yield_on_tick,
-        "deliveries": messages,
-    }
-    expected = drive(reference, reference_runner, **arguments)
-    actual = drive(fast, tier_runner(fast_tier, "fast"), **arguments)
-    assert len(expected) == len(actual)
-    for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
-        assert left == right, f"slice {index}"
-    assert_same(reference, fast)
+    assert_slices_agree(
+        fast_tier,
+        *pair,
+        max_ticks=max_ticks,
+        yield_on_tick=yield_on_tick,
+        deliveries=messages,
+    )
 
 
 @SETTINGS

@@ -274,6 +274,34 @@ def test_large_quota_memory_stays_mapped_and_exact(fast_tier: FastTier) -> None:
     assert_same(reference, fast)
 
 
+def test_a_large_memory_the_host_wrote_here_and_there_is_taken_in_whole(
+    fast_tier: FastTier,
+) -> None:
+    """Binding copies a large machine's memory into a new instance page by touched page:
+    every byte written before (the first, a middle, a chunk's last, the last), and one
+    written then cleared, must be there; untouched pages read zero."""
+    quota = 16 << 20
+    places = (0, 4095, 4096, (1 << 16) - 1, 5 << 20, (9 << 20) + 12_345, quota - 1)
+    code = [I(Opcode.LI, rd=3, imm=0)]
+    for place in places:  # sum the bytes at every place into r3
+        code += [I(Opcode.LI, rd=1, imm=place), I(Opcode.LOAD, rd=2, rs1=1)]
+        code.append(I(Opcode.ADD, rd=3, rs1=3, rs2=2))
+    code += [I(Opcode.LI, rd=1, imm=7 << 20), I(Opcode.LOAD, rd=4, rs1=1), I(Opcode.HALT)]
+    program = ForgeProgram(tuple(code))
+    reference = Machine.load(program, memory_quota=quota)
+    fast = Machine.load(program, memory_quota=quota)
+    for machine in (reference, fast):
+        for number, place in enumerate(places, start=1):
+            machine.memory[place] = number
+        machine.memory[(7 << 20) + 3] = 9  # written, then cleared: its page is touched
+        machine.memory[(7 << 20) + 3] = 0
+        machine.memory[7 << 20] = 200
+    reference.run()
+    fast_tier.run(fast, tier="fast")
+    assert fast.registers[3] == sum(range(1, len(places) + 1)) and fast.registers[4] == 200
+    assert_same(reference, fast)
+
+
 def test_max_ticks_zero_only_starts_the_machine(fast_tier: FastTier) -> None:
     program = ForgeProgram((I(Opcode.NOP), I(Opcode.HALT)))
     machine = Machine.load(program)

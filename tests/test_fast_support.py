@@ -8,7 +8,8 @@ cases (PUSH + RET to a computed target, addresses next to the quota edge).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import strategies as st
@@ -385,3 +386,140 @@ def drive(
         elif state is not MachineState.RUNNING:
             break
     return history
+
+
+# ------------------------------------------------------- procedures and calls
+
+#: A target to resolve once the code is laid out: a procedure's entry, or an offset from
+#: the instruction itself.
+_Target = tuple[str, int]
+
+
+def _resolve(
+    parts: list[tuple[Instruction, _Target | None]], starts: list[int]
+) -> list[Instruction]:
+    code = []
+    for index, (insn, target) in enumerate(parts):
+        if target is not None:
+            kind, value = target
+            imm = starts[value] if kind == "procedure" else index + value
+            insn = dataclasses.replace(insn, imm=imm)
+        code.append(insn)
+    return code
+
+
+@st.composite
+def _call_gadget(draw: st.DrawFn, procedures: int) -> list[tuple[Instruction, _Target | None]]:
+    """A call of a procedure: plain, around PUSH/POP, under the depth counter r7, or
+    indirect (return address and target pushed, then RET)."""
+    callee = ("procedure", draw(st.integers(0, procedures - 1)))
+    shape = draw(st.sampled_from(["plain", "saved", "counted", "indirect"]))
+    if shape == "plain":
+        return [(Instruction(Opcode.CALL), callee)]
+    if shape == "saved":
+        register = draw(registers)
+        return [
+            (Instruction(Opcode.PUSH, rs1=register), None),
+            (Instruction(Opcode.CALL), callee),
+            (Instruction(Opcode.POP, rd=register), None),
+        ]
+    if shape == "counted":  # r7 counts the calls still allowed; r6 holds 1
+        return [
+            (Instruction(Opcode.SUB, rd=7, rs1=7, rs2=6), None),
+            (Instruction(Opcode.JLT, rs1=7, rs2=6), ("offset", 3)),
+            (Instruction(Opcode.CALL), callee),
+            (Instruction(Opcode.ADD, rd=7, rs1=7, rs2=6), None),
+        ]
+    return [
+        (Instruction(Opcode.LI, rd=5), ("offset", 5)),
+        (Instruction(Opcode.PUSH, rs1=5), None),
+        (Instruction(Opcode.LI, rd=4), callee),
+        (Instruction(Opcode.PUSH, rs1=4), None),
+        (Instruction(Opcode.RET), None),
+    ]
+
+
+@st.composite
+def procedure_programs(draw: st.DrawFn) -> ForgeProgram:
+    """A main part calling a few procedures that call each other and themselves (bounded
+    by a depth counter in r7), with leaf helpers, saved registers, indirect calls,
+    computed returns and faults in callees: the shape of compiled Starlark code."""
+    procedures = draw(st.integers(1, 5))
+    body_item = _weighted(
+        (6, safe_instruction()),
+        (2, memory_access()),
+        (1, st.builds(lambda i: [i], st.sampled_from(_RISKY).flatmap(known_instruction))),
+        (1, computed_return()),
+        (1, counted_loop()),
+    )
+    main: list[tuple[Instruction, _Target | None]] = [
+        (Instruction(Opcode.LI, rd=6, imm=1), None),
+        (Instruction(Opcode.LI, rd=7, imm=draw(st.integers(0, 70))), None),
+    ]
+    for _ in range(draw(st.integers(1, 3))):
+        main += draw(_call_gadget(procedures))
+    main.append((Instruction(Opcode.HALT), None))
+    bodies = [main]
+    for _ in range(procedures):
+        body: list[tuple[Instruction, _Target | None]] = []
+        for _ in range(draw(st.integers(0, 4))):
+            if draw(st.booleans()):
+                body += draw(_call_gadget(procedures))
+            else:  # plain instructions, their jumps kept where they pointed in the group
+                group = _place_targets([draw(body_item)])
+                body += [
+                    (insn, ("offset", insn.imm - k) if insn.opcode in _TARGETED else None)
+                    for k, insn in enumerate(group)
+                ]
+        body.append((Instruction(Opcode.RET), None))
+        bodies.append(body)
+    starts, position = [], 0
+    for body in bodies:
+        starts.append(position)
+        position += len(body)
+    parts = [part for body in bodies for part in body]
+    # a procedure index names bodies[1 + index]
+    code = _resolve(parts, starts[1:])
+    return ForgeProgram(tuple(code), draw(st.binary(max_size=16)))
+
+
+@contextmanager
+def fast_tiers(sizes: tuple[int, ...]) -> Iterator[dict[int, FastTier]]:
+    """Fast tiers cutting procedures into regions of at most each of ``sizes`` blocks."""
+    made = {
+        size: FastTier(disk_cache=False, max_programs=4096, max_region_blocks=size)
+        for size in sizes
+    }
+    try:
+        yield made
+    finally:
+        for tier in made.values():
+            tier.close()
+
+
+def assert_slices_agree(
+    fast_tier: FastTier,
+    reference: Machine,
+    fast: Machine,
+    **arguments: Any,
+) -> None:
+    """Run both machines slice by slice (``drive``'s arguments); every slice must agree."""
+    expected = drive(reference, reference_runner, **arguments)
+    actual = drive(fast, tier_runner(fast_tier, "fast"), **arguments)
+    assert len(expected) == len(actual)
+    for index, (left, right) in enumerate(zip(expected, actual, strict=True)):
+        assert left == right, f"slice {index}"
+    assert_same(reference, fast)
+
+
+def assert_whole_runs_agree(
+    fast_tier: FastTier, program: ForgeProgram, options: dict[str, Any], budget: int
+) -> None:
+    """Both tiers run ``program`` (loaded with ``options`` and ``budget``) to its end and agree;
+    nothing to compare when the options do not fit the quota."""
+    reference, fast = load(program, options, budget), load(program, options, budget)
+    if reference is None or fast is None:
+        return
+    reference.run()
+    fast_tier.run(fast, tier="fast")
+    assert_same(reference, fast, f"budget {budget}")

@@ -21,6 +21,7 @@ __all__ = [
     "MIN_STACK_BYTES",
     "Layout",
     "Memory",
+    "PrivateMapping",
     "allocate_memory",
     "encode_environment",
     "plan_layout",
@@ -93,15 +94,22 @@ def plan_layout(data_length: int, environment_length: int, memory_quota: int) ->
     )
 
 
+class PrivateMapping(mmap.mmap):
+    """A private anonymous mapping: a page no one ever touched holds zeros, and only this
+    process sees it (what lets the fast tier skip untouched pages when it copies one)."""
+
+
 def allocate_memory(memory_quota: int) -> Memory:
     """Zero-filled memory of exactly ``memory_quota`` bytes.
 
-    Small quotas are a ``bytearray``; large ones an anonymous mapping, so that
-    untouched pages of a big quota cost nothing.
+    Small quotas are a ``bytearray``; large ones an anonymous mapping (a
+    :class:`PrivateMapping` where the platform has them), so that untouched pages
+    of a big quota cost nothing.
     """
     if memory_quota > _MAPPED_ABOVE:
         if hasattr(mmap, "MAP_PRIVATE"):
             # Private, not shared: reading an untouched page then costs no memory.
-            return mmap.mmap(-1, memory_quota, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+            return PrivateMapping(-1, memory_quota, flags=flags)
         return mmap.mmap(-1, memory_quota)
     return bytearray(memory_quota)

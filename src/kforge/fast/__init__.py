@@ -4,16 +4,22 @@ Design in brief (details in each module):
 
 * :mod:`~kforge.fast.analysis` splits the code into basic blocks (leaders: jump
   targets, successors of control transfers, SEND/RECV/POLL, a length cap) and
-  the blocks into regions (one wasm function each, so compile time is linear).
-* :mod:`~kforge.fast.compiler` and :mod:`~kforge.fast.blocks` emit the module:
-  a ``br_table`` on pc per region makes every block leader an entry point;
-  forward branches are direct, a block looping on itself is a wasm ``loop``;
-  one tick check per block and exact refunds on faults inside it; explicit
-  bounds, stack, divisor and target checks give the reference faults; flags
-  are recorded as a recipe, computed by the host only when seen.
+  the blocks into regions: one per procedure (from a call target to the next),
+  long ones cut where fewest jumps cross; one wasm function each.
+* :mod:`~kforge.fast.compiler`, :mod:`~kforge.fast.blocks` and
+  :mod:`~kforge.fast.wat` emit the module: a ``br_table`` on pc per region
+  makes every block leader an entry point; forward branches are direct, a
+  block looping on itself is a wasm ``loop``; a CALL into another region is a
+  wasm call (its RET a wasm return), other transfers between regions are tail
+  calls; small leaf procedures are copied into their callers
+  (:mod:`~kforge.fast.calls`); registers are written through to the state
+  memory, so exits store nothing but sp; one tick check per block and exact
+  refunds on faults inside it; explicit bounds, stack, divisor and target
+  checks give the reference faults; flags are recorded as a recipe, computed
+  by the host only when seen.
 * :mod:`~kforge.fast.abi`: memory 0 is the Forge data memory, memory 1 the
-  state words exchanged at entry and exit; exit reasons HALT, YIELD, STEP and
-  faults.
+  state words exchanged at entry and exit (and the refund table); exit reasons
+  HALT, YIELD, STEP and faults.
 * :mod:`~kforge.fast.runtime` runs a slice: compiled code, and
   ``Machine.step()`` for whatever compiled code hands back (I/O, a block the
   budget cannot pay for whole, a mid-block entry), so the reference

@@ -3,8 +3,10 @@
 A compiled module has two linear memories.  Memory 0 (``memory``) is the Forge
 data memory, byte for byte: Forge address ``a`` is wasm address ``a``; the host
 grows it to ``ceil(memory_quota / 64 KiB)`` pages and the generated code checks
-every access against the quota itself.  Memory 1 (``state``, one page) holds the
-machine state the host hands over at each entry, as little-endian u64 words:
+every access against the quota itself.  Memory 1 (``state``) holds the machine
+state the host hands over at each entry, as little-endian u64 words, and from
+byte :data:`REFUNDS_OFFSET` on a table the module fills: for each instruction,
+the ticks of its block's later instructions, which a fault at it gives back.
 
 =========  ======================================================================
 word       meaning
@@ -28,9 +30,10 @@ code does not compute them: a flag-setting instruction records which operation
 it was and its operands and result (the *recipe*), and the host computes zero,
 carry and overflow from the recipe when control comes back (:func:`flags_from_recipe`).
 
-Generated code keeps these words in memory between blocks and caches the ones
-a block uses in locals while it runs (see :mod:`kforge.fast.blocks`), so
-the state memory is exact whenever code leaves a block.
+Generated code writes registers and the flag recipe through to this memory and
+keeps only sp in a local (see :mod:`kforge.fast.blocks`), which it stores
+whenever control leaves a function, so the state memory is exact whenever code
+returns to the host.
 
 The exported function ``run() -> i32`` returns an :class:`Exit` reason.
 """
@@ -49,6 +52,7 @@ from kforge.machine import (
 
 __all__ = [
     "FAULT_EXIT_BASE",
+    "REFUNDS_OFFSET",
     "STATE_WORDS",
     "Exit",
     "FlagKind",
@@ -83,6 +87,9 @@ class Word(IntEnum):
 
 
 STATE_WORDS: Final = 270
+#: Byte offset in the state memory of the refund table: for each instruction, the ticks
+#: of its block's later instructions (a u8), which a fault at it gives back.
+REFUNDS_OFFSET: Final = 4096
 
 
 class Exit(IntEnum):

@@ -8,6 +8,12 @@ POLL, which the host runs alone (a *host block*).  Blocks are also cut at
 the reference interpreter through one block when the budget is short) stays
 short.
 
+Blocks are grouped into *regions*, one wasm function each: a region is a
+procedure (the code from one call target, or the entry, to the next), so that
+a CALL from one procedure to another is a wasm call and its RET a wasm return
+(see :mod:`kforge.fast.compiler`); a procedure of more than
+``max_region_blocks`` blocks is cut where fewest jumps cross.
+
 The plan also decides which flag-setting instructions must compute their flags:
 flags are observable only when control leaves compiled code, so within a block
 only the last setter before each possible exit needs them.
@@ -15,10 +21,21 @@ only the last setter before each possible exit needs them.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Final
 
-from kforge.isa import OPCODES, FlagEffect, Instruction, Opcode, OpKind, opcodes_where, tick_cost
+from kforge.isa import (
+    OPCODES,
+    FlagEffect,
+    Instruction,
+    Opcode,
+    Operand,
+    OpKind,
+    opcodes_where,
+    tick_cost,
+)
 
 __all__ = [
     "ARITHMETIC_FLAG_SETTERS",
@@ -27,8 +44,10 @@ __all__ = [
     "LOGIC_FLAG_SETTERS",
     "MAX_BLOCK_LENGTH",
     "MAX_REGION_BLOCKS",
+    "NO_FALLTHROUGH",
     "REGISTER_FIELDS",
     "STATIC_TARGETS",
+    "WRITES_RD",
     "Block",
     "ProgramPlan",
     "Region",
@@ -39,7 +58,7 @@ __all__ = [
 #: Longest block, in instructions; bounds the host's exact path.
 MAX_BLOCK_LENGTH: Final = 64
 # Performance note: Cranelift's time grows faster than linearly with a function's
-# size, so big programs are cut into regions of at most this many blocks, one
+# size, so a long procedure is cut into regions of at most this many blocks, one
 # wasm function each, compiled apart (and in parallel).
 MAX_REGION_BLOCKS: Final = 128
 
@@ -56,6 +75,16 @@ STATIC_TARGETS: Final = opcodes_where(lambda info: info.has_static_target)
 #: Conditional and unconditional jumps: a block ending in one to its own start is a loop.
 JUMPS: Final = opcodes_where(lambda info: info.kind is OpKind.JUMP)
 _ENDS_BLOCK: Final = opcodes_where(lambda info: info.ends_block)
+#: Instructions after which control never reaches the next one: an unconditional jump,
+#: RET, HALT, FAULT.
+NO_FALLTHROUGH: Final = opcodes_where(
+    lambda info: (
+        info.kind in (OpKind.RETURN, OpKind.STOP)
+        or (info.kind is OpKind.JUMP and not any(operand.is_register for operand in info.operands))
+    )
+)
+#: Instructions writing their rd register.
+WRITES_RD: Final = opcodes_where(lambda info: Operand.RD in info.operands)
 #: Instructions that may leave a block in its middle (a fault) without ending it.
 _MAY_FAULT_INSIDE: Final = opcodes_where(lambda info: info.may_fault_inside)
 _KNOWN: Final = frozenset(int(op) for op in Opcode)
@@ -91,6 +120,8 @@ class ProgramPlan:
     code: tuple[Instruction, ...]
     blocks: tuple[Block, ...]
     regions: tuple[Region, ...]
+    #: Where each region starts (ascending).
+    region_starts: tuple[int, ...]
     #: ``enterable[pc]`` is 1 when compiled code can start at ``pc`` (a compiled block's leader).
     enterable: bytes
     #: Block index of each leader.
@@ -106,12 +137,11 @@ class ProgramPlan:
         """The block whose leader is ``pc``."""
         return self.blocks[self.block_at[pc]]
 
-    def region_of(self, block: Block) -> Region:
-        """The region holding ``block``."""
-        for region in self.regions:
-            if region.first_block <= block.index < region.end_block:
-                return region
-        raise ValueError(f"block {block.index} is in no region")
+    def region_index(self, pc: int) -> int:
+        """The index of the region holding instruction ``pc`` (inside the code)."""
+        if not 0 <= pc < len(self.code):
+            raise ValueError(f"pc {pc} is outside the code")
+        return bisect_right(self.region_starts, pc) - 1
 
 
 #: The register fields (rd, rs1, rs2) each defined opcode uses.
@@ -207,20 +237,30 @@ def _boundary_crossings(code: tuple[Instruction, ...], blocks: tuple[Block, ...]
     return crossings
 
 
+def _procedure_starts(
+    code: tuple[Instruction, ...], blocks: tuple[Block, ...], entry: int
+) -> list[int]:
+    """Indices of the blocks a procedure starts at: the code's start, its entry, call targets."""
+    starts = {0, entry}
+    starts.update(insn.imm for insn in code if insn.opcode == Opcode.CALL and insn.imm < len(code))
+    return sorted(index for index, block in enumerate(blocks) if block.start in starts)
+
+
 def _regions(
-    code: tuple[Instruction, ...], blocks: tuple[Block, ...], max_blocks: int
+    code: tuple[Instruction, ...], blocks: tuple[Block, ...], max_blocks: int, entry: int
 ) -> tuple[Region, ...]:
-    """Cut the blocks into regions of at most ``max_blocks``, where fewest jumps cross."""
+    """Cut the blocks into regions of at most ``max_blocks``: whole procedures, else where
+    fewest jumps cross."""
     crossings = _boundary_crossings(code, blocks)
-    cuts, first = [], 0
-    while first < len(blocks):
-        if len(blocks) - first <= max_blocks:
-            end = len(blocks)
-        else:
+    cuts: list[tuple[int, int]] = []
+    bounds = [*_procedure_starts(code, blocks, entry), len(blocks)]
+    for first, end in pairwise(bounds):
+        while end - first > max_blocks:
             window = range(first + (max_blocks + 1) // 2, first + max_blocks + 1)
-            end = min(window, key=lambda k: (crossings[k], -k))
+            cut = min(window, key=lambda k: (crossings[k], -k))
+            cuts.append((first, cut))
+            first = cut
         cuts.append((first, end))
-        first = end
     return tuple(
         Region(index, first, end, blocks[first].start, blocks[end - 1].end)
         for index, (first, end) in enumerate(cuts)
@@ -238,6 +278,7 @@ def plan_program(
         _make_block(code, index, start, end)
         for index, (start, end) in enumerate(_split(code, leaders))
     )
+    regions = _regions(code, blocks, max_region_blocks, entry)
     enterable = bytearray(len(code))
     materialized: list[int] = []
     for block in blocks:
@@ -247,7 +288,8 @@ def plan_program(
     return ProgramPlan(
         code=code,
         blocks=blocks,
-        regions=_regions(code, blocks, max_region_blocks),
+        regions=regions,
+        region_starts=tuple(region.start for region in regions),
         enterable=bytes(enterable),
         block_at={block.start: block.index for block in blocks},
         flag_materialized=frozenset(materialized),

@@ -80,7 +80,7 @@ _HALT: Final = int(Exit.HALT)
 _STEP: Final = int(Exit.STEP)
 _EXPLICIT: Final = int(FlagKind.EXPLICIT)
 #: Everything about the engine that changes compiled code (part of the cache key).
-ENGINE_SETTINGS: Final = "multi-memory,wide-arithmetic,opt=speed"
+ENGINE_SETTINGS: Final = "multi-memory,wide-arithmetic,tail-call,opt=speed"
 
 
 def make_engine() -> wasmtime.Engine:
@@ -88,6 +88,7 @@ def make_engine() -> wasmtime.Engine:
     config = wasmtime.Config()
     config.wasm_multi_memory = True
     config.wasm_wide_arithmetic = True
+    config.wasm_tail_call = True
     config.cranelift_opt_level = "speed"
     return wasmtime.Engine(config)
 
