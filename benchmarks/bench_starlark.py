@@ -26,7 +26,7 @@ WORKLOADS = sorted((HERE / "starlark").glob("*.star"))
 RESULTS = HERE / "results"
 REPEATS = 3
 TICK_BUDGET = 2**62
-MEMORY_QUOTA = 256 * 1024 * 1024
+MEMORY_QUOTA = 2 * 1024 * 1024 * 1024
 
 sys.path.insert(0, str(HERE.parent / "tests"))
 
@@ -112,7 +112,7 @@ def main() -> int:
         text = f"{path.stem:<18} {go_time:>11.3f}s {py_time:>9.3f}s"
         if compiler is not None:
             started = time.perf_counter()
-            program = compiler.compile(source, name)
+            program = compiler.compile(source, name, memory_quota=MEMORY_QUOTA)
             row["kforge_compile_s"] = time.perf_counter() - started
             kf_time, kf_out = best_of(partial(run_kforge, program))
             row["kforge_s"] = kf_time

@@ -313,6 +313,11 @@ CHANNEL_DIRECTIONS: Final[tuple[ChannelDirection, ...]] = (
     *(ChannelDirection.INOUT,) * 5,
     *(ChannelDirection.RESERVED,) * 8,
 )
+#: For each known opcode, the fields it does not use (they must be 0).
+UNUSED_FIELDS: Final[dict[int, tuple[str, ...]]] = {
+    opcode: tuple(name for name in ("rd", "rs1", "rs2", "imm") if name not in info.fields)
+    for opcode, info in OPCODES.items()
+}
 DEFAULT_GRANTS: Final = frozenset({Channel.STDOUT, Channel.STDERR, Channel.STDIN})
 GRANTABLE_CHANNELS: Final = frozenset(range(Channel.VAULT, Channel.INTER_SANDBOX + 1))
 
@@ -334,15 +339,7 @@ class Instruction:
 
     def unused_nonzero_fields(self) -> list[str]:
         """Fields the opcode does not use but that are non-zero (empty when unknown)."""
-        info = OPCODES.get(self.opcode)
-        if info is None:
-            return []
-        used = info.fields
-        return [
-            name
-            for name in ("rd", "rs1", "rs2", "imm")
-            if name not in used and getattr(self, name) != 0
-        ]
+        return [name for name in UNUSED_FIELDS.get(self.opcode, ()) if getattr(self, name) != 0]
 
     def with_unused_fields_cleared(self) -> Instruction:
         """This instruction with the fields its opcode does not use set to 0 (an unknown

@@ -25,7 +25,13 @@ from functools import cached_property
 from typing import Final
 
 from kforge.core import Hash256, InvalidProgram, show_name
-from kforge.isa import INSTRUCTION_SIZE, Instruction, decode_instruction, encode_instruction
+from kforge.isa import (
+    INSTRUCTION_SIZE,
+    UNUSED_FIELDS,
+    Instruction,
+    decode_instruction,
+    encode_instruction,
+)
 from kforge.limits import (
     MAX_CODE_LENGTH,
     MAX_DATA_BYTES,
@@ -265,8 +271,15 @@ def _validate(program: ForgeProgram) -> None:
             )
     if not 0 <= program.entry < code_length:
         raise InvalidProgram(f"entry {program.entry} is outside the code (length {code_length})")
+    unused_fields = UNUSED_FIELDS
     for index, insn in enumerate(program.code):
-        _validate_instruction(index, insn)
+        # the common case in one expression; the full check says what is wrong
+        if (
+            (insn.opcode | insn.rd | insn.rs1 | insn.rs2) >> 8
+            or insn.imm >> 64
+            or any(getattr(insn, name) for name in unused_fields.get(insn.opcode, ()))
+        ):
+            _validate_instruction(index, insn)
     _validate_symbols(program.symbols)
     _validate_relocations(program.relocations, code_length)
 

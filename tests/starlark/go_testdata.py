@@ -79,6 +79,11 @@ _CHUNK_RULES: list[tuple[str, re.Pattern[str]]] = [
         "names resolve where they stand: undefined)",
         re.compile(r"^_ = assert\b", re.M),
     ),
+    (
+        "defines a function of more than 63 parameters (kforge passes arguments in "
+        "registers: docs/starlark.md, Calling convention)",
+        re.compile(r"we avoid a map allocation for <64 parameters"),
+    ),
 ]
 
 #: Reasons one top-level statement is out of scope; it is blanked out, with every later

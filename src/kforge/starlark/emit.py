@@ -26,7 +26,7 @@ with it to write the traceback.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Final
 
@@ -243,7 +243,7 @@ def emit_program(unit: Unit) -> Emitted:
                             clobbers[id(insn)] = ALL_CLOBBERED
                         else:
                             clobbers[id(insn)] = allocations[callee].clobber
-            allocations[name] = allocate(function, clobbers, prefer_high=function.source is None)
+            allocations[name] = _allocate(function, clobbers)
             # a jump to another function (a tail call) changes what that function changes
             allocations[name].clobber |= jumps_away
             allocations[name].own |= jumps_away
@@ -364,6 +364,28 @@ def emit_program(unit: Unit) -> Emitted:
 
 
 # -- analysis ---------------------------------------------------------------------
+
+#: Allocations of the runtime's functions, which every program shares: an allocation
+#: follows from the function and what its calls clobber, so a process allocates each
+#: runtime function once per distinct set of callees' clobbers.
+_runtime_allocations: dict[tuple[str, tuple[int, ...]], tuple[Function, Allocation]] = {}
+_RUNTIME_ALLOCATIONS_KEPT = 20_000
+
+
+def _allocate(function: Function, clobbers: dict[int, int]) -> Allocation:
+    """``allocate``, remembered for runtime functions (compiled Starlark fills registers
+    from the bottom, the runtime from the top).  Returns an allocation of its own: the
+    caller adjusts its clobber set."""
+    if function.source is not None:
+        return allocate(function, clobbers)
+    key = (function.name, tuple(clobbers.values()))
+    known = _runtime_allocations.get(key)
+    if known is None or known[0] is not function:
+        if len(_runtime_allocations) >= _RUNTIME_ALLOCATIONS_KEPT:
+            _runtime_allocations.clear()
+        known = (function, allocate(function, clobbers, prefer_high=True))
+        _runtime_allocations[key] = known
+    return replace(known[1])
 
 
 def _callee(insn: Insn) -> str:

@@ -109,8 +109,8 @@ def allocate(
     saves: dict[int, list[int]] = {}
     for register in sorted(first_seen, key=lambda r: (first_seen[r], r)):
         taken = 0
-        for other in _bits(neighbours.get(register - FIRST_VIRTUAL, 0)):
-            phys = registers.get(other + FIRST_VIRTUAL)
+        for other in neighbours.get(register, ()):
+            phys = registers.get(other)
             if phys is not None:
                 taken |= 1 << phys
         free = ALLOCATABLE_MASK & ~taken
@@ -136,46 +136,44 @@ def allocate(
     return Allocation(registers, saves, clobber, used)
 
 
-def _interference(function: Function, order: list[int], live_out: dict[int, int]) -> dict[int, int]:
-    """Which virtual registers may not share a machine register (bit ``r - 256``): a
-    value defined by an instruction interferes with every value live after it, except
-    the source of a move (so the two may share), and values defined together interfere
-    with each other."""
-    neighbours: dict[int, int] = {}
+def _interference(
+    function: Function, order: list[int], live_out: dict[int, set[int]]
+) -> dict[int, set[int]]:
+    """Which virtual registers may not share a machine register: a value defined by an
+    instruction interferes with every value live after it, except the source of a move
+    (so the two may share), and values defined together interfere with each other.
+
+    Live sets are Python sets rather than bit masks: a big function (a long module's
+    top level) has tens of thousands of values but few live at once, and a mask's cost
+    grows with the highest value's number."""
+    neighbours: dict[int, set[int]] = {}
     for index in order:
         block = function.blocks[index]
-        live = live_out[index]
+        live = set(live_out[index])
         term = block.term
         if term is not None:
-            for register in term.uses():
-                if register >= FIRST_VIRTUAL:
-                    live |= 1 << (register - FIRST_VIRTUAL)
+            live.update(r for r in term.uses() if r >= FIRST_VIRTUAL)
         for insn in reversed(block.insns):
-            defined = 0
-            for register in insn.defs():
-                if register >= FIRST_VIRTUAL:
-                    defined |= 1 << (register - FIRST_VIRTUAL)
+            defined = [r for r in insn.defs() if r >= FIRST_VIRTUAL]
             if defined:
-                others = live | defined
-                if insn.op == "MOV" and insn.a >= FIRST_VIRTUAL:
-                    others &= ~(1 << (insn.a - FIRST_VIRTUAL))
-                for bit in _bits(defined):
-                    mask = others & ~(1 << bit)
-                    if mask:
-                        neighbours[bit] = neighbours.get(bit, 0) | mask
-                        for other in _bits(mask):
-                            neighbours[other] = neighbours.get(other, 0) | (1 << bit)
-            live &= ~defined
-            for register in insn.uses():
-                if register >= FIRST_VIRTUAL:
-                    live |= 1 << (register - FIRST_VIRTUAL)
+                others = live.union(defined)
+                if insn.op == "MOV":
+                    others.discard(insn.a)
+                for register in defined:
+                    mine = neighbours.setdefault(register, set())
+                    for other in others:
+                        if other != register:
+                            mine.add(other)
+                            neighbours.setdefault(other, set()).add(register)
+                live.difference_update(defined)
+            live.update(r for r in insn.uses() if r >= FIRST_VIRTUAL)
     return neighbours
 
 
 def _live_across_calls(
     function: Function,
     order: list[int],
-    live_out: dict[int, int],
+    live_out: dict[int, set[int]],
     calls: list[tuple[int, int, Insn]],
 ) -> dict[int, list[int]]:
     """For each virtual register, the calls (indexes into ``calls``) it is live across:
@@ -185,25 +183,18 @@ def _live_across_calls(
     across: dict[int, list[int]] = {}
     for index in order:
         block = function.blocks[index]
-        live = live_out[index]
+        live = set(live_out[index])
         term = block.term
         if term is not None:
-            for register in term.uses():
-                if register >= FIRST_VIRTUAL:
-                    live |= 1 << (register - FIRST_VIRTUAL)
+            live.update(r for r in term.uses() if r >= FIRST_VIRTUAL)
         for insn in reversed(block.insns):
-            defined = 0
-            for register in insn.defs():
-                if register >= FIRST_VIRTUAL:
-                    defined |= 1 << (register - FIRST_VIRTUAL)
+            defined = [r for r in insn.defs() if r >= FIRST_VIRTUAL]
             if insn.op in ("CALL", "CALLI"):
                 k = number[id(insn)]
-                for bit in _bits(live & ~defined):
-                    across.setdefault(bit + FIRST_VIRTUAL, []).append(k)
-            live &= ~defined
-            for register in insn.uses():
-                if register >= FIRST_VIRTUAL:
-                    live |= 1 << (register - FIRST_VIRTUAL)
+                for register in live.difference(defined):
+                    across.setdefault(register, []).append(k)
+            live.difference_update(defined)
+            live.update(r for r in insn.uses() if r >= FIRST_VIRTUAL)
     return across
 
 
@@ -218,15 +209,6 @@ def _choose(free: int, clobbered: int, used: int, hint: int, prefer_high: bool) 
                 return hint
             return pool.bit_length() - 1 if prefer_high else (pool & -pool).bit_length() - 1
     raise AssertionError("no free register")  # free is non-empty
-
-
-def _bits(mask: int) -> list[int]:
-    result = []
-    while mask:
-        low = mask & -mask
-        result.append(low.bit_length() - 1)
-        mask ^= low
-    return result
 
 
 def _block_order(function: Function) -> list[int]:
@@ -266,46 +248,42 @@ def block_order(function: Function) -> list[int]:
     return _block_order(function)
 
 
-def _liveness(function: Function, order: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-    """Live-in and live-out sets of virtual registers (bit ``r - 256``) per block."""
-    use: dict[int, int] = {}
-    define: dict[int, int] = {}
+def _liveness(
+    function: Function, order: list[int]
+) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
+    """Live-in and live-out sets of virtual registers per block."""
+    use: dict[int, set[int]] = {}
+    define: dict[int, set[int]] = {}
     for index in order:
         block = function.blocks[index]
-        u = d = 0
+        u: set[int] = set()
+        d: set[int] = set()
         for insn in block.insns:
             for register in insn.uses():
-                if register >= FIRST_VIRTUAL:
-                    bit = 1 << (register - FIRST_VIRTUAL)
-                    if not d & bit:
-                        u |= bit
-            for register in insn.defs():
-                if register >= FIRST_VIRTUAL:
-                    d |= 1 << (register - FIRST_VIRTUAL)
+                if register >= FIRST_VIRTUAL and register not in d:
+                    u.add(register)
+            d.update(r for r in insn.defs() if r >= FIRST_VIRTUAL)
         term = block.term
         if term is not None:
             for register in term.uses():
-                if register >= FIRST_VIRTUAL:
-                    bit = 1 << (register - FIRST_VIRTUAL)
-                    if not d & bit:
-                        u |= bit
+                if register >= FIRST_VIRTUAL and register not in d:
+                    u.add(register)
         use[index] = u
         define[index] = d
-    live_in = dict.fromkeys(order, 0)
-    live_out = dict.fromkeys(order, 0)
+    live_in: dict[int, set[int]] = {index: set(use[index]) for index in order}
+    live_out: dict[int, set[int]] = {index: set() for index in order}
     changed = True
     reverse = order[::-1]
     while changed:
         changed = False
         for index in reverse:
             term = function.blocks[index].term
-            out = 0
+            out: set[int] = set()
             if term is not None:
                 for target in term.targets:
                     out |= live_in[target]
-            new_in = use[index] | (out & ~define[index])
-            if out != live_out[index] or new_in != live_in[index]:
+            if out != live_out[index]:
                 live_out[index] = out
-                live_in[index] = new_in
+                live_in[index] = use[index] | (out - define[index])
                 changed = True
     return live_in, live_out

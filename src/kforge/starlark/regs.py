@@ -41,4 +41,4 @@ ALL_CLOBBERED: Final = ALLOCATABLE_MASK | (1 << SCRATCH_A) | (1 << SCRATCH_B)
 
 def argument_mask(count: int) -> int:
     """The registers that carry ``count`` arguments, and ``r1`` for the result."""
-    return sum(1 << r for r in range(1, max(count, 1) + 1))
+    return (1 << (max(count, 1) + 1)) - 2  # bits 1..count
