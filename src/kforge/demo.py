@@ -2,7 +2,8 @@
 
 Assembles every example to FRGP bytes, disassembles one, runs them all with
 the ``kforge`` command, traces a short one, shows a fault report and the JSON
-result, times the reference tier against the fast tier, then starts
+result, compiles and runs Starlark (its output, a traceback, a compile error, a
+profile), times the reference tier against the fast tier, then starts
 ``kforge serve`` and runs the examples again through a signed client.
 """
 
@@ -38,8 +39,8 @@ def _kforge(*args: str) -> int:
     print(f"$ kforge {shlex.join(args)}", flush=True)
     raw = io.BytesIO()
     captured = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
-    with contextlib.redirect_stdout(captured):
-        status = main(list(args))
+    with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+        status = main(list(args))  # both streams, in the order the command wrote them
     output = raw.getvalue()
     sys.stdout.write(output.decode("utf-8", "replace"))
     if output and not output.endswith(b"\n"):
@@ -83,6 +84,39 @@ def _show_fault(workdir: Path) -> None:
     broken = workdir / "broken.fasm"
     broken.write_text("LI r1, 7\nADD r1, r2\n")
     _kforge("run", str(broken))
+
+
+def _starlark(workdir: Path) -> None:
+    _heading("Starlark: compiled to a Forge program, run like any other")
+    hello = EXAMPLES / "hello.star"
+    _kforge("run", str(hello))
+    _kforge("run", str(hello), "--tier", "fast", "--summary")
+    target = workdir / "hello-star.frgp"
+    _kforge("compile", str(hello), "-o", str(target))
+    program = load_program(str(target))
+    print(f"   {target.name}: {len(program.code)} instructions  id {program.program_id}")
+    _heading("a Starlark error: a traceback on stderr, exit status 1")
+    failing = workdir / "average.star"
+    failing.write_text(
+        "def average(values):\n"
+        "    return sum(values) // len(values)\n"
+        "\n"
+        "def sum(values):\n"
+        "    total = 0\n"
+        "    for v in values:\n"
+        "        total += v\n"
+        "    return total\n"
+        "\n"
+        "print(average([3, 4, 5]))\n"
+        "print(average([]))\n"
+    )
+    _kforge("run", str(failing))
+    _heading("a Starlark compile error names file, line and column; exit status 2")
+    broken = workdir / "broken.star"
+    broken.write_text("def f(x):\n    return x +\n")
+    _kforge("run", str(broken))
+    _heading("where the ticks go, by Starlark function and line")
+    _kforge("run", str(hello), "--profile")
 
 
 def _compare_tiers(built: dict[str, Path]) -> None:
@@ -187,6 +221,7 @@ def run_demo() -> None:
         print(f"$ kforge run {built['factorial']} --trace | head -12", flush=True)
         _print_trace_head(built["factorial"], 12)
         _show_fault(workdir)
+        _starlark(workdir)
         _compare_tiers(built)
         _serve_and_script(workdir, built)
     print("\ndone.")
