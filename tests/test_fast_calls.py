@@ -251,6 +251,20 @@ def test_slices_of_deep_recursion_agree(tiers: dict[int, FastTier]) -> None:
         assert fast.state is MachineState.HALTED
 
 
+def test_a_program_longer_than_a_wasm_branch_table_runs(tiers: dict[int, FastTier]) -> None:
+    """Over 65,000 instructions (wasmtime caps a br_table's targets): returns and calls
+    that go through the pc are routed by a table in the state memory."""
+    far = ["far:", "LI r1, 42", "RET"]
+    filler = ["NOP"] * 66_000
+    source = "\n".join(["CALL far", "CALL far", "ADD r2, r1, r1", "HALT", *filler, *far])
+    program = assemble(source + "\n")
+    for fast_tier in (tiers[1], tiers[128]):
+        _run_both(fast_tier, program, memory_quota=65_536)
+    machine = Machine.load(program, memory_quota=65_536)
+    tiers[128].run(machine, tier="fast")
+    assert (machine.state, machine.registers[2]) == (MachineState.HALTED, 84)
+
+
 def test_returns_elsewhere_than_the_call_agree(tiers: dict[int, FastTier]) -> None:
     """Callees returning to their caller's caller (copied into it or called), an indirect
     call (return address and target pushed, then RET), a copied leaf sent elsewhere."""

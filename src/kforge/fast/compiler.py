@@ -82,6 +82,8 @@ _PAGE: Final = 65536
 _STACK_OPS: Final = opcodes_where(
     lambda info: info.kind in (OpKind.STACK, OpKind.CALL, OpKind.RETURN)
 )
+#: The most targets wasmtime takes in one ``br_table`` (its limit is 65,520).
+_MAX_BR_TABLE: Final = 65_000
 _SIGNATURE: Final = (
     "(type $region) (param $pc i32) (param $fuel i64) (param $frame i32) (result i32 i64)"
 )
@@ -193,10 +195,23 @@ class _ModuleWriter:
         self.plan = plan
         self.out: list[str] = []
 
-    def route_function(self) -> None:
-        """``$route``: tail-call the region holding ``$pc``; past the code, leave with STEP."""
+    def route_function(self, region_table: int | None) -> None:
+        """``$route``: tail-call the region holding ``$pc``; past the code, leave with STEP.
+
+        Up to :data:`_MAX_BR_TABLE` instructions a ``br_table`` on the pc picks the
+        region; a longer program (wasmtime caps a ``br_table``'s targets) reads the
+        region's number from the table at ``region_table`` in the state memory and makes
+        an indirect tail call."""
         out, regions = self.out, self.plan.regions
         out.append(f"(func $route {_SIGNATURE}")
+        if region_table is not None:
+            out += ["block $beyond", "local.get $pc", f"i32.const {len(self.plan.code)}"]
+            out += ["i32.ge_u", "br_if $beyond", "local.get $pc", "local.get $fuel"]
+            out += ["local.get $frame", "local.get $pc", "i32.const 2", "i32.shl"]
+            out += [f"i32.load $state offset={region_table}"]
+            out += ["return_call_indirect $regions (type $region)"]
+            self.leave_beyond()
+            return
         out.append("block $beyond")
         out += ["block"] * len(regions)
         # label k is the region k (innermost first); pcs past the code go $beyond
@@ -205,9 +220,22 @@ class _ModuleWriter:
         for region in regions:
             out += ["end", "local.get $pc", "local.get $fuel", "local.get $frame"]
             out.append(f"return_call $region{region.index}")
+        self.leave_beyond()
+
+    def leave_beyond(self) -> None:
+        """The end of ``$route``: a pc past the code leaves with STEP (the host faults)."""
+        out = self.out
         out += ["end", "i32.const 0", "local.get $pc", "i64.extend_i32_u"]
         out += [f"i64.store $state offset={Word.PC.offset}", f"i32.const {-Exit.STEP}"]
         out += ["local.get $fuel", ")"]
+
+    def region_numbers(self) -> bytes:
+        """For each instruction, the number of its region (little-endian 32-bit words)."""
+        numbers = bytearray(4 * len(self.plan.code))
+        for region in self.plan.regions:
+            for pc in range(region.start, region.end):
+                numbers[4 * pc : 4 * pc + 4] = region.index.to_bytes(4, "little")
+        return bytes(numbers)
 
     def run_function(self) -> None:
         """``run``: enter at the state's pc with its fuel; store the fuel left; the exit reason."""
@@ -237,16 +265,29 @@ class _ModuleWriter:
                 f"{len(self.plan.code)} instructions: more than the fast tier compiles"
             )
         refunds = self.refund_table()
-        state_pages = -(-(REFUNDS_OFFSET + len(refunds)) // _PAGE)
+        state_end = REFUNDS_OFFSET + len(refunds)
+        region_table = None
+        if len(self.plan.code) > _MAX_BR_TABLE:
+            region_table = (state_end + 3) & ~3
+            numbers = self.region_numbers()
+            state_end = region_table + len(numbers)
+        state_pages = -(-state_end // _PAGE)
         self.out += ["(module", "(type $region (func (param i32 i64 i32) (result i32 i64)))"]
         self.out += ["(memory $memory 1)", f"(memory $state {state_pages})"]
         escaped = "".join(f"\\{byte:02x}" for byte in refunds)
         self.out.append(f'(data (memory $state) (i32.const {REFUNDS_OFFSET}) "{escaped}")')
+        if region_table is not None:
+            escaped = "".join(f"\\{byte:02x}" for byte in numbers)
+            self.out.append(f'(data (memory $state) (i32.const {region_table}) "{escaped}")')
+            regions = self.plan.regions
+            self.out.append(f"(table $regions {len(regions)} funcref)")
+            names = " ".join(f"$region{region.index}" for region in regions)
+            self.out.append(f"(elem (table $regions) (i32.const 0) func {names})")
         self.out += ['(export "memory" (memory $memory))', '(export "state" (memory $state))']
         bodies = inline_bodies(self.plan)
         for region in self.plan.regions:
             _RegionWriter(self.plan, region, bodies, self.out).function()
-        self.route_function()
+        self.route_function(region_table)
         self.run_function()
         self.out.append(")")
         return "\n".join(line for line in self.out if line)
