@@ -223,7 +223,9 @@ class FunctionCompiler:
         self.registers: dict[int, int] = {}  # id(Variable) -> register (value, or cell)
         self.free_cells: list[int] = []
         self.loops: list[_Loop] = []
-        self.assigned: set[int] = set()  # ids of variables surely assigned here
+        #: Variables surely assigned here: ids of locals, and (kind, name) of the globals
+        #: and loaded names the module's top level has surely assigned.
+        self.assigned: set[int | tuple[str, str]] = set()
         self.needs_init: set[int] = set()
         self.entry_block = self.b.block
         self.closure = -1
@@ -418,6 +420,7 @@ class FunctionCompiler:
             self.error(f"load: name {exported} not found in module {module_name}")
             self.b.set_block(ok)
             self.b.store(value, ZERO, ref=DataRef(self.module.loads[local]))
+            self.assigned.add((Kind.LOAD.value, local))
 
     # -- assignment -------------------------------------------------------------------
 
@@ -447,8 +450,10 @@ class FunctionCompiler:
         kind = binding.kind
         if kind is Kind.GLOBAL:
             self.b.store(value, ZERO, ref=DataRef(self.module.globals[binding.name]))
+            self.assigned.add((kind.value, binding.name))
         elif kind is Kind.LOAD:
             self.b.store(value, ZERO, ref=DataRef(self.module.loads[binding.name]))
+            self.assigned.add((kind.value, binding.name))
         elif kind is Kind.LOCAL:
             variable = binding.variable
             assert variable is not None
@@ -886,11 +891,12 @@ class FunctionCompiler:
         if kind in (Kind.GLOBAL, Kind.LOAD):
             table = self.module.globals if kind is Kind.GLOBAL else self.module.loads
             value = self.b.load(ZERO, ref=DataRef(table[binding.name]))
+            if (kind.value, binding.name) in self.assigned:
+                return value  # the top level has assigned it on every path to here
             scope = "global" if kind is Kind.GLOBAL else "local"
             self.check_bound(
                 value, f"{scope} variable {binding.name} referenced before assignment", node
             )
-
             return value
         if kind is Kind.PREDECLARED:
             return self.predeclared_value(binding.name, node)
