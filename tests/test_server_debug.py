@@ -247,3 +247,50 @@ def test_step_over_a_recursive_call_waits_for_its_own_return(agent: Agent) -> No
     view = agent.ok("POST", f"/v1/debug/{session}/step_over", {})
     assert (view["pc"], view["last_stop"]) == (7, "step_over")
     assert view["registers"][3] == "0x2"  # the two deeper frames have finished, this one not
+
+
+STARLARK = """\
+def double(n):
+    m = n * 2
+    return m
+
+x = double(3)
+y = x + 1
+print(x, y)
+"""
+
+
+def test_starlark_steps_line_by_line_over_calls(agent: Agent) -> None:
+    body = {"starlark": STARLARK, "filename": "lines.star", "memory_quota": 1 << 20}
+    session = agent.ok("POST", "/v1/debug", body, 201)["session_id"]
+    assert agent.ok("GET", f"/v1/debug/{session}/files") == {"files": {"lines.star": STARLARK}}
+    lines = []
+    for _ in range(10):
+        view = agent.ok("POST", f"/v1/debug/{session}/step_line", {})
+        if view["state"] != "READY" and view["state"] != "RUNNING":
+            break
+        assert view["last_stop"] == "step_line"
+        assert view["source"]["file"] == "lines.star"
+        lines.append(view["source"]["line"])
+    # the def, then line 5, whose call of double runs its lines 2 and 3 through
+    assert lines == [1, 5, 6, 7]
+    assert view["state"] == "HALTED" and agent_text(view["stdout_hex"]) == "6 7\n"
+
+
+def test_step_line_without_a_source_map_steps_one_instruction(agent: Agent) -> None:
+    session = agent.ok("POST", "/v1/debug", {"assembly": LOOP}, 201)["session_id"]
+    assert agent.ok("GET", f"/v1/debug/{session}/files") == {"files": {}}
+    view = agent.ok("POST", f"/v1/debug/{session}/step_line", {})
+    assert (view["pc"], view["last_stop"]) == (1, "step_limit")
+
+
+def test_starlark_that_does_not_compile_is_a_400_with_its_place(agent: Agent) -> None:
+    body = {"starlark": "x = (1 +\n", "filename": "bad.star"}
+    response = agent.request("POST", "/v1/debug", body)
+    assert response.status_code == 400 and "bad.star:2:1" in response.text
+    body = {"starlark": "print(1)\n", "filename": "../x.star"}
+    assert agent.request("POST", "/v1/debug", body).status_code == 400
+
+
+def agent_text(data_hex: str) -> str:
+    return bytes.fromhex(data_hex).decode()

@@ -11,9 +11,10 @@ Commands run in a worker thread under the session's lock, bounded by
 so a long ``run`` never stalls the server's event loop.
 
 Besides stepping one instruction at a time, a session steps *over* a CALL (on
-until it returns to the next instruction with the stack as before) and *out*
-of the current function (on until a RET leaves it), stopping early at a
-breakpoint.  The view names instructions by their labels and, when the program
+until it returns to the next instruction with the stack as before), *out*
+of the current function (on until a RET leaves it) and, in a program with a
+source map (compiled Starlark), to the next *source line* (calls on the way run
+through), stopping early at a breakpoint.  The view names instructions by their labels and, when the program
 records them, shows source locations (:mod:`kforge.debuginfo`).
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -89,7 +90,8 @@ class DebugSession:
 
     ``labels`` names instructions by index (from the assembly text, else the
     program's code symbols); ``locations`` is each instruction's source
-    position when the program records them.
+    position when the program records them; ``files`` the source text the
+    program was compiled from, by file name, when the debugger compiled it.
     """
 
     id: str
@@ -104,6 +106,7 @@ class DebugSession:
     labels: dict[int, tuple[str, ...]] = field(default_factory=dict)
     code_lines: list[str] = field(default_factory=list)
     locations: tuple[SourceLocation | None, ...] | None = None
+    files: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         targets = {index: names[0] for index, names in self.labels.items()}
@@ -142,6 +145,33 @@ def _left_the_function() -> _Until:
                 return True
             depth -= 1
         return False
+
+    return until
+
+
+def _next_source_line(locations: Sequence[SourceLocation | None], pc: int) -> _Until:
+    """Step line: done at the first instruction of another source line, in this function or
+    one it returns to.  Calls made on the way run through (their depth is counted), and
+    instructions without a position (a language's runtime) never stop it.  From code
+    without a position (the program's start), the first positioned instruction stops it."""
+    start = locations[pc] if pc < len(locations) else None
+    depth = 0
+
+    def until(insn: Instruction | None, machine: Machine) -> bool:
+        nonlocal depth
+        opcode = insn.opcode if insn is not None else None
+        if opcode == Opcode.CALL:
+            depth += 1
+        elif opcode == Opcode.RET:
+            depth -= 1
+        if start is not None and depth > 0:
+            return False  # inside a call made from the line
+        here = locations[machine.pc] if machine.pc < len(locations) else None
+        if here is None:
+            return False
+        if start is None or depth < 0:
+            return True  # the first line reached, or back in a caller
+        return (here.file, here.line) != (start.file, start.line)
 
     return until
 
@@ -225,10 +255,12 @@ class DebugManager:
         environment: Mapping[bytes, bytes] | None = None,
         grants: Iterable[int] = (),
         labels: Mapping[int, tuple[str, ...]] | None = None,
+        files: Mapping[str, str] | None = None,
     ) -> DebugSession:
         """A new session with a READY machine (``Machine.load``'s errors propagate).
 
-        ``labels`` names instructions (default: the program's code symbols).
+        ``labels`` names instructions (default: the program's code symbols); ``files``
+        is the source the program was compiled from, by file name.
         """
         self._expire()
         owned = sum(1 for s in self._sessions.values() if s.owner == owner)
@@ -252,6 +284,7 @@ class DebugManager:
             program,
             machine,
             labels=dict(labels) if labels is not None else code_labels(program),
+            files=dict(files or {}),
         )
         self._sessions[session.id] = session
         return session
@@ -304,6 +337,16 @@ class DebugManager:
         """Run until the current function returns (or a breakpoint, a stop)."""
         async with session.lock:
             return await self._run_until(session, ("step_out", _left_the_function()))
+
+    async def step_line(self, session: DebugSession) -> str:
+        """Run to the next source line (calls on the way run through, a breakpoint or a stop
+        ends it sooner); a program without a source map steps one instruction."""
+        async with session.lock:
+            locations = session.locations
+            if locations is None:
+                return await asyncio.to_thread(_run, session, 1 << 64, 1, frozenset())
+            until = ("step_line", _next_source_line(locations, session.machine.pc))
+            return await self._run_until(session, until)
 
     async def _run_until(self, session: DebugSession, until: tuple[str, _Until]) -> str:
         """Run under the limits until ``until`` says so; the caller holds the session's lock."""

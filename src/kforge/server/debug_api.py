@@ -8,6 +8,7 @@ the disassembly with its labels and source positions.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Final
 
 from kforge.asm import assemble_with_labels
@@ -19,6 +20,7 @@ from kforge.server.schemas import (
     Accepted,
     BreakpointsBody,
     DebugCreateBody,
+    DebugFiles,
     DebugRunBody,
     DebugSessions,
     DebugSessionSummary,
@@ -26,23 +28,33 @@ from kforge.server.schemas import (
     DebugView,
     DeliverBody,
 )
+from kforge.sources import is_starlark_name, program_from_source
 from kforge.wire import Schema
 
 __all__ = ["DEBUG_OPERATIONS"]
 
 
-def _program(
+async def _program(
     ctx: Context, body: DebugCreateBody
 ) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
     """The program to debug and the names of its instructions (every label of assembly
-    text; a container's code symbols)."""
-    given = [body.assembly, body.program, body.program_id]
+    text; a container's code symbols).  Source is built off the event loop."""
+    given = [body.assembly, body.starlark, body.program, body.program_id]
     if sum(value is not None for value in given) != 1:
         raise InvalidRequest(
-            "assembly", "give exactly one of 'assembly', 'program' and 'program_id'"
+            "assembly",
+            "give exactly one of 'assembly', 'starlark', 'program' and 'program_id'",
         )
     if body.assembly is not None:
-        return assemble_with_labels(body.assembly, "<debugger>")
+        return await asyncio.to_thread(assemble_with_labels, body.assembly, "<debugger>")
+    if body.starlark is not None:
+        if not is_starlark_name(body.filename) or "/" in body.filename:
+            raise InvalidRequest("filename", "a Starlark file name ends in .star, without '/'")
+        source = body.starlark.encode()
+        program = await asyncio.to_thread(
+            program_from_source, source, body.filename, body.memory_quota
+        )
+        return program, code_labels(program)
     if body.program is not None:
         program = decode_program(body.program)
     else:
@@ -61,12 +73,12 @@ def _view(ctx: Context, session_id: str) -> DebugView:
 
 async def create(ctx: Context) -> tuple[int, Any]:
     body: DebugCreateBody = ctx.body
-    program, labels = _program(ctx, body)
     limit = ctx.state.engine.limits.max_memory_quota
     if body.memory_quota > limit:
         raise MemoryQuotaExceeded(body.memory_quota, limit)
     if body.tick_budget > ctx.state.engine.limits.max_tick_budget:
         raise InvalidRequest("tick_budget", "over the engine's limit")
+    program, labels = await _program(ctx, body)
     session = ctx.state.debug.create(
         ctx.agent,
         program,
@@ -76,6 +88,7 @@ async def create(ctx: Context) -> tuple[int, Any]:
         environment=body.environment,
         grants=list(body.grants),
         labels=labels,
+        files={body.filename: body.starlark} if body.starlark is not None else None,
     )
     session.breakpoints = set(body.breakpoints)
     return 201, _view(ctx, session.id)
@@ -110,6 +123,17 @@ async def step_over(ctx: Context) -> tuple[int, Any]:
     session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
     await ctx.state.debug.step_over(session)
     return 200, _view(ctx, session.id)
+
+
+async def step_line(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    await ctx.state.debug.step_line(session)
+    return 200, _view(ctx, session.id)
+
+
+async def files(ctx: Context) -> tuple[int, Any]:
+    session = ctx.state.debug.get(ctx.path("session_id"), ctx.agent)
+    return 200, DebugFiles(dict(session.files))
 
 
 async def step_out(ctx: Context) -> tuple[int, Any]:
@@ -211,6 +235,21 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
     ),
     _command(
         "POST", "/step_out", step_out, "Run until the current function returns (or a breakpoint)"
+    ),
+    _command(
+        "POST",
+        "/step_line",
+        step_line,
+        "Run to the next source line; calls on the way run through (or a breakpoint)",
+    ),
+    Operation(
+        "GET",
+        _SESSION + "/files",
+        files,
+        "The source the session's program was compiled from",
+        errors=_ERRORS,
+        tag="debugger",
+        response=DebugFiles,
     ),
     _command("POST", "/run", run, "Run to a breakpoint, a stop, or max_ticks", DebugRunBody),
     _command("PUT", "/breakpoints", set_breakpoints, "Replace the breakpoints", BreakpointsBody),

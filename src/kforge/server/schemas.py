@@ -226,9 +226,13 @@ class Stats(Schema, frozen=True):
 
 
 class DebugCreateBody(Schema, frozen=True):
-    """A program (exactly one of ``assembly``, ``program``, ``program_id``) and its machine."""
+    """A program (exactly one of ``assembly``, ``starlark``, ``program``, ``program_id``) and
+    its machine.  Starlark source is compiled for ``memory_quota``; ``filename`` names it
+    in positions and tracebacks."""
 
     assembly: str | None = None
+    starlark: str | None = None
+    filename: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] = "main.star"
     program: bytes | None = None
     program_id: Hash256 | None = None
     memory_quota: U64 = 65536
@@ -332,6 +336,13 @@ class DebugSessionSummary(Schema, frozen=True):
 
 class DebugSessions(Schema, frozen=True):
     sessions: tuple[DebugSessionSummary, ...]
+
+
+class DebugFiles(Schema, frozen=True):
+    """The source a session's program was compiled from, by file name (empty for assembly
+    and containers)."""
+
+    files: dict[str, str]
 
 
 # ----------------------------------------------------------------- errors

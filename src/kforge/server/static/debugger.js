@@ -9,6 +9,8 @@
   let view = null;
   let memoryAddress = 0;
   let program = null;  // hex FRGP from an uploaded file, else null
+  let fileName = "main.star";  // what Starlark source is called in positions
+  let files = {};  // the session's source text, by file name
 
   try {
     const me = await api("GET", "/v1/whoami");
@@ -29,6 +31,8 @@
     } else {
       program = null;
       $("source").value = new TextDecoder().decode(bytes);
+      $("language").value = file.name.endsWith(".star") ? "starlark" : "assembly";
+      if (file.name.endsWith(".star")) fileName = file.name;
     }
   });
 
@@ -49,11 +53,17 @@
   $("load").addEventListener("click", async () => {
     $("load-error").textContent = "";
     const body = { tick_budget: Number($("budget").value), input_hex: hexOf($("input").value) };
-    if (program) body.program_hex = program; else body.assembly = $("source").value;
+    if (program) body.program_hex = program;
+    else if ($("language").value === "starlark") {
+      body.starlark = $("source").value;
+      body.filename = fileName;
+      body.memory_quota = 1 << 20;
+    } else body.assembly = $("source").value;
     try {
       if (session) await api("DELETE", "/v1/debug/" + session).catch(() => {});
       view = await api("POST", "/v1/debug", body);
       session = view.session_id;
+      files = (await api("GET", `/v1/debug/${session}/files`)).files;
       $("session-panel").hidden = false;
       render();
     } catch (error) {
@@ -65,6 +75,7 @@
   $("step").addEventListener("click", () => call("POST", "/step", { count: 1 }));
   $("step-over").addEventListener("click", () => call("POST", "/step_over", {}));
   $("step-out").addEventListener("click", () => call("POST", "/step_out", {}));
+  $("step-line").addEventListener("click", () => call("POST", "/step_line", {}));
   $("step-n").addEventListener("click", () => call("POST", "/step", { count: n() }));
   $("run").addEventListener("click", () => call("POST", "/run", { max_ticks: 10000000 }));
   $("run-n").addEventListener("click", () => call("POST", "/run", { max_ticks: n(), breakpoints: [] }));
@@ -97,7 +108,22 @@
     return `in ${view.labels[best][0]}` + (pc > best ? `+${pc - best}` : "");
   }
 
+  // The source file the pc is in, its current line marked (Starlark sessions only).
+  function renderSource() {
+    const name = view.source ? view.source.file : Object.keys(files)[0];
+    const text = name !== undefined ? files[name] : undefined;
+    $("source-panel").hidden = text === undefined;
+    if (text === undefined) return;
+    $("source-name").textContent = name;
+    const current = view.source && view.source.file === name ? view.source.line : 0;
+    const rows = text.split("\n").map((line, index) => el("div", { class: index + 1 === current ? "pc" : "" },
+      `${String(index + 1).padStart(4)}  ${line}`));
+    $("source-lines").replaceChildren(...rows);
+    rows[current - 1]?.scrollIntoView({ block: "nearest" });
+  }
+
   function render() {
+    renderSource();
     $("state").replaceChildren(kforge.badge(view.state));
     $("stop").textContent = view.last_stop + (view.fault ? ` (${view.fault})` : "");
     $("pc").textContent = view.pc;
