@@ -528,7 +528,7 @@ def envelope(code: int, values: dict[str, Any], sender: AgentId = OWNER, n: int 
 
 def test_services_and_cycles_by_message() -> None:
     async def body() -> None:
-        async with open_engine() as engine:
+        async with open_engine(operators=[OWNER]) as engine:
             sandbox_id = await create(engine, COUNTER, persistent=True, grants=frozenset({3}))
             values = {
                 "owner": OWNER,
@@ -598,9 +598,9 @@ def test_a_failed_call_by_message_is_answered_with_an_error() -> None:
     run(body)
 
 
-def test_cycle_advance_by_message_can_be_restricted() -> None:
+def test_cycle_advance_by_message_is_for_operators_only() -> None:
     async def body() -> None:
-        async with open_engine(cycle_agents=[OWNER]) as engine:
+        async with open_engine(operators=[OWNER]) as engine:
             refused = await engine.dispatch(envelope(ExtensionCode.CYCLE_ADVANCE, {}, sender=OTHER))
             assert kingdom_error_from_payload(refused.payload).code == 0x0502
             accepted = await engine.dispatch(envelope(ExtensionCode.CYCLE_ADVANCE, {}, n=2))

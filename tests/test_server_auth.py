@@ -10,6 +10,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from kforge.engine import EngineLimits
 from kforge.server import AgentKey, AuthConfig, Authenticator, ServerConfig
 from kforge.server.signing import signing_string
 from test_server_support import COUNT_DOWN, WAIT_INPUT, Agent, LiveServer, running_server, u64
@@ -325,7 +326,7 @@ def test_request_rate_over_the_limit_is_429() -> None:
 
 
 def test_concurrent_sandboxes_per_agent_are_limited() -> None:
-    with running_server(ServerConfig(max_live_sandboxes_per_agent=2)) as server:
+    with running_server(limits=EngineLimits(max_sandboxes_per_owner=2)) as server:
         agent = Agent(server.base_url)
         first = agent.create(WAIT_INPUT)
         agent.create(WAIT_INPUT)

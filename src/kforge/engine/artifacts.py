@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from kforge.accounting import PROOF_TICKS_PER_TICK
 from kforge.core import AgentId, Hash256, InvalidState
 from kforge.engine.context import EngineContext
-from kforge.engine.models import Operation, SandboxState
+from kforge.engine.models import SandboxState
+from kforge.engine.policy import Action
 from kforge.engine.records import ProgramLinked, ProofGenerated
 from kforge.engine.sandbox import Sandbox
 from kforge.engine.sandboxes import Sandboxes
@@ -124,6 +125,7 @@ class Artifacts:
         """
         ctx = self.ctx
         ctx.require_open()
+        ctx.policy.authorize(Action.LINK, requester)
         linked = link(ctx.programs.load(program_id), imports, ctx.programs.load)
         cost = link_cost(imports)
         if ctx.accounting and cost:
@@ -135,7 +137,7 @@ class Artifacts:
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         """What determines the sandbox's run (for replay and for verifying its proof)."""
-        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.STATUS)
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Action.READ_RUN_RECORD)
         program = self.ctx.programs.load(sandbox.program)
         return run_record(sandbox, program, self.ctx.limits.message_limit)
 
@@ -143,7 +145,7 @@ class Artifacts:
         """Check and charge a proof request (raises at once); generation comes later."""
         ctx = self.ctx
         ctx.require_open()
-        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.STATUS)
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Action.REQUEST_PROOF)
         if sandbox.state not in PROVABLE:
             raise InvalidState(sandbox.state, "request_proof (only a halted or faulted run)")
         program = ctx.programs.load(sandbox.program)

@@ -21,6 +21,7 @@ from kforge.engine.models import (
     ExecResult,
     ServiceResult,
 )
+from kforge.engine.policy import Policy
 from kforge.engine.scheduler import Scheduler
 from kforge.engine.state import EngineState
 from kforge.engine.transitions import Transitions
@@ -110,6 +111,8 @@ class EngineContext:
     identities: Identities
     replies: Replies
     agent_id: AgentId
+    #: Who may do what, and each agent's share of the pools (``kforge.engine.policy``).
+    policy: Policy
     scheduler: Scheduler = field(init=False)
     #: The engine's lifecycle, as ``EngineStatus.value`` ("unopened", "open", "closed").
     status: str = "unopened"

@@ -1,7 +1,10 @@
 """Message dispatch: inbound envelopes (seed §5) to engine operations, and the replies.
 
-:meth:`Dispatcher.dispatch` is the single entry point of every message, so
-whatever decides who may send what sits in one place.  Replies
+:meth:`Dispatcher.dispatch` is the single entry point of every message.  Each
+code is one action of the engine's policy (:data:`MESSAGE_ACTIONS`,
+:mod:`kforge.engine.policy`), and the operation it calls asks the policy, with
+the envelope's sender as the requester, exactly as when the same operation is
+called by method or over HTTP: one table decides, whatever the way in.  Replies
 (``docs/engine.md`` has the table):
 
 - ``SANDBOX_CREATE`` → ``ACK {sandbox_id}``; ``SANDBOX_KILL`` → ``ACK {}``;
@@ -16,8 +19,7 @@ whatever decides who may send what sits in one place.  Replies
 - ``SERVICE_CALL`` → ``ACK {}`` at once, then ``SERVICE_RESULT`` (or ``ERROR``
   when the service stopped before answering) in the mailbox;
 - ``SERVICE_FUND`` (extension) → ``ACK {}``;
-- ``CYCLE_ADVANCE`` (extension) → ``ACK {cycle}`` (only ``cycle_agents``
-  when that is set);
+- ``CYCLE_ADVANCE`` (extension) → ``ACK {cycle}`` (operators only);
 - any refusal → ``ERROR`` carrying the ``KingdomError``; a malformed envelope or
   payload is ``InvalidRequest`` naming the field.  Nothing escapes as an exception.
 """
@@ -25,7 +27,7 @@ whatever decides who may send what sits in one place.  Replies
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from kforge.core import (
     AgentId,
@@ -34,10 +36,10 @@ from kforge.core import (
     Internal,
     InvalidRequest,
     MessageCode,
-    PermissionDenied,
 )
 from kforge.engine.artifacts import Artifacts, ProofJob, proof_result
 from kforge.engine.context import EngineContext
+from kforge.engine.policy import Action
 from kforge.engine.sandboxes import Sandboxes
 from kforge.engine.service_ops import Services
 from kforge.messages import Envelope, ExtensionCode, ReplyCode, code_name, decode_payload
@@ -55,11 +57,26 @@ from kforge.messages.payloads import (
 )
 from kforge.wire import Schema
 
-__all__ = ["Dispatcher"]
+__all__ = ["MESSAGE_ACTIONS", "Dispatcher"]
 
 Reply = tuple[int, Schema]
 Handler = Callable[[Envelope, Any], Awaitable[Reply]]
 Spawn = Callable[[Coroutine[Any, Any, None]], None]
+
+#: The policy's action of every request code (any other code is refused as unknown).
+MESSAGE_ACTIONS: Final[dict[int, Action]] = {
+    MessageCode.SANDBOX_CREATE: Action.CREATE_SANDBOX,
+    MessageCode.SANDBOX_STATUS: Action.READ_SANDBOX,
+    MessageCode.SANDBOX_KILL: Action.KILL,
+    MessageCode.EXEC_START: Action.EXECUTE,
+    ExtensionCode.SANDBOX_DELIVER: Action.DELIVER,
+    MessageCode.PROOF_REQUEST: Action.REQUEST_PROOF,
+    MessageCode.LINK_RESOLVE: Action.LINK,
+    MessageCode.SERVICE_CREATE: Action.CREATE_SERVICE,
+    MessageCode.SERVICE_CALL: Action.CALL_SERVICE,
+    ExtensionCode.SERVICE_FUND: Action.FUND_SERVICE,
+    ExtensionCode.CYCLE_ADVANCE: Action.BEGIN_CYCLE,
+}
 
 
 class Dispatcher:
@@ -72,15 +89,12 @@ class Dispatcher:
         services: Services,
         artifacts: Artifacts,
         spawn: Spawn,
-        cycle_agents: frozenset[AgentId] | None,
     ) -> None:
         self.ctx = ctx
         self.sandboxes = sandboxes
         self.services = services
         self.artifacts = artifacts
         self._spawn = spawn
-        #: Who may advance cycles by message (``None``: any agent).
-        self.cycle_agents = cycle_agents
         self._handlers: dict[int, Handler] = {
             MessageCode.SANDBOX_CREATE: self._create,
             MessageCode.SANDBOX_STATUS: self._status,
@@ -94,6 +108,7 @@ class Dispatcher:
             ExtensionCode.SERVICE_FUND: self._service_fund,
             ExtensionCode.CYCLE_ADVANCE: self._cycle_advance,
         }
+        assert self._handlers.keys() == MESSAGE_ACTIONS.keys()
 
     # ------------------------------------------------------------------ dispatching
 
@@ -135,11 +150,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ handlers
 
     async def _create(self, envelope: Envelope, request: CreateSandbox) -> Reply:
-        if request.owner != envelope.sender:
-            raise PermissionDenied(
-                f"agent {envelope.sender} may not create a sandbox owned by {request.owner}"
-            )
-        return ReplyCode.ACK, Ack(sandbox_id=await self.sandboxes.create(request))
+        return ReplyCode.ACK, Ack(sandbox_id=await self.sandboxes.create(request, envelope.sender))
 
     async def _status(self, envelope: Envelope, ref: SandboxRef) -> Reply:
         return ReplyCode.SANDBOX_INFO, await self.sandboxes.status(ref.sandbox_id, envelope.sender)
@@ -188,11 +199,8 @@ class Dispatcher:
         )
 
     async def _service_create(self, envelope: Envelope, service: Service) -> Reply:
-        if service.owner != envelope.sender:
-            raise PermissionDenied(
-                f"agent {envelope.sender} may not create a service owned by {service.owner}"
-            )
-        return ReplyCode.ACK, Ack(service_id=await self.services.create_service(service))
+        service_id = await self.services.create_service(service, envelope.sender)
+        return ReplyCode.ACK, Ack(service_id=service_id)
 
     async def _service_call(self, envelope: Envelope, call: ServiceCallRequest) -> Reply:
         self.ctx.require_open()
@@ -211,9 +219,6 @@ class Dispatcher:
         return ReplyCode.ACK, Ack()
 
     async def _cycle_advance(self, envelope: Envelope, advance: CycleAdvance) -> Reply:
-        agents = self.cycle_agents
-        if agents is not None and envelope.sender not in agents:
-            raise PermissionDenied(f"agent {envelope.sender} may not advance the engine's cycles")
         allowances = {entry.agent: entry.ticks for entry in advance.allowances}
-        cycle = await self.services.begin_cycle(allowances or None)
+        cycle = await self.services.begin_cycle(allowances or None, envelope.sender)
         return ReplyCode.ACK, Ack(cycle=cycle)

@@ -53,6 +53,7 @@ from kforge.engine.models import (
     SystemClock,
     system_random,
 )
+from kforge.engine.policy import Policy
 from kforge.engine.rebuild import rebuild
 from kforge.engine.sandboxes import ProgramGate, Sandboxes
 from kforge.engine.scheduler import Scheduler
@@ -105,8 +106,11 @@ class Engine:
     ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` is the
     execution tier: a :class:`~kforge.tiers.TierRunner` (shared, not closed by
     the engine) or a tier's name (the engine makes and closes its own runner).
-    ``clock`` and ``random_source`` are injected.  ``on_slice`` observes every
-    scheduler slice (metrics, tracing, tests).  ``signer`` signs execution
+    ``clock`` and ``random_source`` are injected.  ``operators`` are the agents
+    that may take the operator's actions (begin cycles, read every sandbox; the
+    engine's own agent always may): :attr:`policy` decides who may do what for
+    every caller.  ``on_slice`` observes every scheduler slice (metrics, tracing,
+    tests).  ``signer`` signs execution
     proofs (default: a key derived from the secret; pass the node's key,
     ``kforge.proofs.keys.load_or_create_key()``, in production).
 
@@ -137,7 +141,7 @@ class Engine:
         on_slice: SliceObserver | None = None,
         signer: Signer | None = None,
         cycle_interval: float | None = None,
-        cycle_agents: Collection[AgentId] | None = None,
+        operators: Collection[AgentId] = (),
         data_dir: str | Path | None = None,
         durable: bool = False,
         journal_store: JournalStore | None = None,
@@ -198,6 +202,7 @@ class Engine:
             ]
         )
         self.state = EngineState(programs, self.runner, ledger, limits.message_limit)
+        self.policy = Policy(self.state, limits, agent, operators)
         identities = Identities(secret, epoch)
         self.ctx = EngineContext(
             state=self.state,
@@ -214,6 +219,7 @@ class Engine:
             identities=identities,
             replies=Replies(agent, identities, clock),
             agent_id=agent,
+            policy=self.policy,
         )
         self.sandboxes = Sandboxes(self.ctx, trust)
         self.services = Services(self.ctx, self.sandboxes)
@@ -233,7 +239,6 @@ class Engine:
             self.services,
             self.artifacts,
             self._spawn,
-            frozenset(cycle_agents) if cycle_agents is not None else None,
         )
         self.cycle_interval = cycle_interval
         self.status = EngineStatus.UNOPENED
@@ -294,9 +299,9 @@ class Engine:
         return self.sandboxes.trust
 
     @property
-    def cycle_agents(self) -> frozenset[AgentId] | None:
-        """Who may advance cycles by message (``None``: any agent)."""
-        return self.dispatcher.cycle_agents
+    def operators(self) -> frozenset[AgentId]:
+        """The agents that may take the operator's actions (see :mod:`kforge.engine.policy`)."""
+        return self.policy.operators
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -419,9 +424,12 @@ class Engine:
 
     # ------------------------------------------------------------------ sandboxes
 
-    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
-        """Create a READY sandbox (see :meth:`Sandboxes.create`)."""
-        return await self.sandboxes.create(request)
+    async def create_sandbox(
+        self, request: CreateSandbox, requester: AgentId | None = None
+    ) -> Hash256:
+        """Create a READY sandbox (see :meth:`Sandboxes.create`); ``requester``, when given,
+        must be the owner the request names."""
+        return await self.sandboxes.create(request, requester)
 
     async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
         """The sandbox's :class:`SandboxInfo`; the owner or a ``status`` grant only."""
@@ -430,6 +438,13 @@ class Engine:
     async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
         """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
         return await self.sandboxes.list(owner)
+
+    async def visible_sandboxes(
+        self, requester: AgentId, *, every: bool = False
+    ) -> list[SandboxInfo]:
+        """The sandboxes ``requester`` may list: its own and those it holds a ``status``
+        grant on; with ``every``, all of them (operators only)."""
+        return await self.sandboxes.visible(requester, every=every)
 
     async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
         """Every host call the sandbox made, in order, with its tick count."""
@@ -532,13 +547,16 @@ class Engine:
         """The current cycle number (kept by the ledger)."""
         return self.services.cycle
 
-    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
-        """Start the next cycle; returns its number (see :meth:`Services.begin_cycle`)."""
-        return await self.services.begin_cycle(allowances)
+    async def begin_cycle(
+        self, allowances: Mapping[AgentId, int] | None = None, requester: AgentId | None = None
+    ) -> int:
+        """Start the next cycle; returns its number (see :meth:`Services.begin_cycle`).
+        Operators only: ``requester`` defaults to the engine itself."""
+        return await self.services.begin_cycle(allowances, requester)
 
-    async def create_service(self, service: Service) -> Hash256:
+    async def create_service(self, service: Service, requester: AgentId | None = None) -> Hash256:
         """Turn a live persistent sandbox into a service (see :meth:`Services.create_service`)."""
-        return await self.services.create_service(service)
+        return await self.services.create_service(service, requester)
 
     async def service_info(self, service_id: Hash256) -> ServiceInfo:
         """A service's standing (services are public: anyone may ask)."""

@@ -30,7 +30,8 @@ from typing import Final
 
 from kforge.core import AgentId, Hash256, InvalidState
 from kforge.engine.context import EngineContext
-from kforge.engine.models import Operation, SandboxState
+from kforge.engine.models import SandboxState
+from kforge.engine.policy import Action
 from kforge.engine.records import HostCallDropped, SandboxBlocked, SliceRan, Stepped
 from kforge.engine.sandbox import Sandbox
 from kforge.engine.sandboxes import Sandboxes
@@ -163,7 +164,7 @@ class Executor:
         """
         ctx = self.ctx
         ctx.require_open()
-        sandbox = self.sandboxes.authorized(sandbox_id, requester, Operation.EXEC)
+        sandbox = self.sandboxes.authorized(sandbox_id, requester, Action.EXECUTE)
         if sandbox.scheduled or sandbox.service is not None:
             raise InvalidState(sandbox.state, "step (the scheduler is executing it)")
         if sandbox.state not in (SandboxState.READY, SandboxState.RUNNING):

@@ -70,20 +70,24 @@ class HostCall(Schema, frozen=True):
 
 @dataclass(frozen=True, slots=True)
 class EngineLimits:
-    """What one engine allows.
+    """What one engine allows (``docs/security.md`` lists each limit and why).
 
     ``slice_ticks`` is the scheduler's quantum; ``deadline`` the default
-    wall-clock seconds per execution.
+    wall-clock seconds per execution and ``max_deadline`` the most a creation
+    may ask for.  ``max_sandboxes_per_owner`` and ``max_memory_per_owner`` are
+    one agent's share of ``max_sandboxes`` and ``max_total_memory``.
     """
 
     max_sandboxes: int = 1024
-    max_sandboxes_per_owner: int = 256
+    max_sandboxes_per_owner: int = 64
     max_memory_quota: int = 256 * 1024 * 1024
     max_total_memory: int = 1024 * 1024 * 1024
+    max_memory_per_owner: int = 256 * 1024 * 1024
     max_tick_budget: int = (1 << 64) - 1
     message_limit: int = DEFAULT_MESSAGE_LIMIT
     slice_ticks: int = DEFAULT_SLICE_TICKS
     deadline: float = 30.0
+    max_deadline: float = 3600.0
 
     def check_message(self, data: object, field: str = "data") -> bytes:
         """``data`` as bytes, when it is bytes within the message limit (``InvalidRequest``
@@ -100,8 +104,8 @@ class EngineLimits:
         for name in ("max_sandboxes", "max_sandboxes_per_owner", "slice_ticks", "message_limit"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-        if self.deadline <= 0:
-            raise ValueError("deadline must be positive")
+        if not 0 < self.deadline <= self.max_deadline:
+            raise ValueError("deadline must be positive and at most max_deadline")
 
 
 class ServiceCallFailed(ForgeError):

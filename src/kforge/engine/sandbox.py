@@ -119,12 +119,6 @@ class Sandbox:
     def owner(self) -> AgentId:
         return self.request.owner
 
-    def allows(self, agent: AgentId, operation: Operation) -> bool:
-        """Whether ``agent`` may do ``operation``: the owner always, others by grant."""
-        if agent == self.owner:
-            return True
-        return self.access is not None and operation in self.access.get(agent, ())
-
     def log_call(self, call: HostCall) -> None:
         if self.io_log is None:
             self.io_log = []

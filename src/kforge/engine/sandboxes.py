@@ -21,9 +21,7 @@ from kforge.core import (
     InvalidProgram,
     InvalidRequest,
     InvalidState,
-    MemoryQuotaExceeded,
     PermissionDenied,
-    TooManySandboxes,
 )
 from kforge.engine.context import EngineContext
 from kforge.engine.models import (
@@ -34,6 +32,7 @@ from kforge.engine.models import (
     SandboxInfo,
     SandboxState,
 )
+from kforge.engine.policy import Action
 from kforge.engine.presets import resolve_request
 from kforge.engine.records import (
     AccessGranted,
@@ -85,15 +84,9 @@ class Sandboxes:
 
     # ------------------------------------------------------------------ access
 
-    def authorized(self, sandbox_id: Hash256, requester: AgentId, operation: Operation) -> Sandbox:
-        """The sandbox, when ``requester`` may do ``operation`` on it (``PermissionDenied``)."""
-        sandbox = self.ctx.state.sandbox(sandbox_id)
-        if not sandbox.allows(requester, operation):
-            raise PermissionDenied(
-                f"agent {requester} is not the owner of sandbox {sandbox_id} "
-                f"and holds no '{operation.value}' grant"
-            )
-        return sandbox
+    def authorized(self, sandbox_id: Hash256, requester: AgentId, action: Action) -> Sandbox:
+        """The sandbox, when ``requester`` may take ``action`` on it (the engine's policy)."""
+        return self.ctx.policy.sandbox(action, sandbox_id, requester)
 
     async def grant(
         self,
@@ -103,9 +96,7 @@ class Sandboxes:
         operations: Iterable[Operation],
     ) -> None:
         """Let ``agent`` do ``operations`` on the sandbox; only its owner may grant."""
-        sandbox = self.ctx.state.sandbox(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may grant access")
+        sandbox = self.authorized(sandbox_id, requester, Action.GRANT)
         held = (sandbox.access or {}).get(agent, frozenset())
         given = held | frozenset(operations)
         ordered = tuple(sorted(given, key=lambda operation: operation.value))
@@ -114,22 +105,23 @@ class Sandboxes:
 
     async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
         """Take back every grant ``agent`` holds on the sandbox; only its owner may."""
-        sandbox = self.ctx.state.sandbox(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may revoke access")
+        sandbox = self.authorized(sandbox_id, requester, Action.GRANT)
         self.ctx.transitions.record(AccessRevoked(sandbox.id, agent))
         self.ctx.commit()
 
     # ------------------------------------------------------------------ creating
 
-    async def create(self, request: CreateSandbox) -> Hash256:
+    async def create(self, request: CreateSandbox, requester: AgentId | None = None) -> Hash256:
         """Create a READY sandbox running the program stored under ``request.code``.
 
-        Checked in this order, before any memory is allocated or anything
-        charged: the request's fields and preset (``InvalidRequest``), the
-        engine's and the owner's sandbox limits (``TooManySandboxes``), the
-        memory limits and the program's layout (``MemoryQuotaExceeded``), the
-        grants (``PermissionDenied``), the program and its imports
+        ``requester`` (default: the request's owner, for callers in the
+        engine's own process) must be the owner the request names.  Checked in
+        this order, before any memory is allocated or anything charged: the
+        request's fields and preset (``InvalidRequest``), the requester
+        (``PermissionDenied``), the engine's and the owner's sandbox limits
+        (``TooManySandboxes``), the memory limits and the owner's share
+        (``MemoryQuotaExceeded``, ``OverLimit``), the deadline, the program's
+        layout, the grants (``PermissionDenied``), the program and its imports
         (``VaultFetchFailed``, ``InvalidProgram``, ``UnresolvedSymbol``); then
         the owner is charged (``InsufficientResources``): creation, and 2 ticks
         per import when the program is linked from the vault (seed §4.1).
@@ -142,9 +134,14 @@ class Sandboxes:
             )
         request.validate()  # the checked copy is dropped: the request itself is kept (small)
         request = resolve_request(request)
+        ctx.policy.authorize(
+            Action.CREATE_SANDBOX,
+            request.owner if requester is None else requester,
+            owner=request.owner,
+            what=f"owned by {request.owner}",
+        )
+        self._check_limits(request)
         quota = request.memory_quota or 0
-        budget = request.tick_budget or 0
-        self._check_limits(request.owner, quota, budget)
         granted_channels(request.grants - DEFAULT_GRANTS)
         if self.trust is not None:
             self.trust.check_runnable(request.code)  # re-checked at every creation
@@ -181,31 +178,37 @@ class Sandboxes:
         ctx.commit()
         return sandbox_id
 
-    def _check_limits(self, owner: AgentId, quota: int, budget: int) -> None:
-        state, limits = self.ctx.state, self.ctx.limits
+    def _check_limits(self, request: CreateSandbox) -> None:
+        limits = self.ctx.limits
+        budget = request.tick_budget or 0
         if budget > limits.max_tick_budget:
             raise InvalidRequest(
                 "tick_budget", f"{budget} is over the engine's limit of {limits.max_tick_budget}"
             )
-        if state.live_count >= limits.max_sandboxes:
-            raise TooManySandboxes(
-                f"the engine already runs {state.live_count} of at most {limits.max_sandboxes}"
+        deadline = request.deadline
+        if deadline is not None and deadline > limits.max_deadline:
+            raise InvalidRequest(
+                "deadline_ms",
+                f"{request.deadline_ms} ms is over the engine's limit of "
+                f"{round(limits.max_deadline * 1000)} ms",
             )
-        owned = state.live_owned_by(owner)
-        if owned >= limits.max_sandboxes_per_owner:
-            raise TooManySandboxes(
-                f"owner {owner} already has {owned} of at most {limits.max_sandboxes_per_owner}"
-            )
-        if quota > limits.max_memory_quota:
-            raise MemoryQuotaExceeded(quota, limits.max_memory_quota)
-        if state.live_memory + quota > limits.max_total_memory:
-            raise MemoryQuotaExceeded(state.live_memory + quota, limits.max_total_memory)
+        self.ctx.policy.admit_sandbox(request.owner, request.memory_quota or 0)
 
     # ------------------------------------------------------------------ reading
 
     async def status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
         """The sandbox's :class:`SandboxInfo`; the owner or a ``status`` grant only."""
-        return self.authorized(sandbox_id, requester, Operation.STATUS).info()
+        return self.authorized(sandbox_id, requester, Action.READ_SANDBOX).info()
+
+    async def visible(self, requester: AgentId, *, every: bool = False) -> list[SandboxInfo]:
+        """The sandboxes ``requester`` may list, oldest first: its own and those it holds a
+        ``status`` grant on; with ``every``, all of them (operators only)."""
+        policy = self.ctx.policy
+        sandboxes = self.ctx.state.sandboxes.values()
+        if every:
+            policy.authorize(Action.LIST_ALL_SANDBOXES, requester)
+            return [sandbox.info() for sandbox in sandboxes]
+        return [sandbox.info() for sandbox in sandboxes if policy.lists(requester, sandbox)]
 
     async def list(self, owner: AgentId | None = None) -> list[SandboxInfo]:
         """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
@@ -217,7 +220,7 @@ class Sandboxes:
 
     async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
         """Every host call the sandbox made, in order, with its tick count."""
-        return tuple(self.authorized(sandbox_id, requester, Operation.STATUS).io_log or ())
+        return tuple(self.authorized(sandbox_id, requester, Action.READ_SANDBOX).io_log or ())
 
     async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
         """The sandbox's stdout (channel 0) from byte ``offset`` on: so far, or all once stopped.
@@ -226,11 +229,11 @@ class Sandboxes:
         (between slices), a stopped one's ``ExecResult.output``.  Output only
         grows, so a reader follows it by passing the number of bytes it
         already has as ``offset``; ``offset`` equal to the length gives
-        ``b""``.  The owner or a ``status`` grant only (``PermissionDenied``);
+        ``b""``.  The owner, a ``status`` grant or the operator (``PermissionDenied``);
         ``SandboxNotFound`` for an unknown id; ``InvalidRequest`` (field
         ``offset``) for an offset that is not an integer in 0..length.
         """
-        sandbox = self.authorized(sandbox_id, requester, Operation.STATUS)
+        sandbox = self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
         machine = sandbox.machine
         if machine is not None:
             written: bytes | bytearray = machine.stdout
@@ -253,7 +256,7 @@ class Sandboxes:
         sandbox = (
             self.ctx.state.sandbox(sandbox_id)
             if requester is None
-            else self.authorized(sandbox_id, requester, Operation.STATUS)
+            else self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
         )
         if sandbox.result is not None:
             return sandbox.result
@@ -276,7 +279,7 @@ class Sandboxes:
         """
         ctx = self.ctx
         ctx.require_open()
-        sandbox = self.authorized(sandbox_id, requester, Operation.EXEC)
+        sandbox = self.authorized(sandbox_id, requester, Action.EXECUTE)
         if sandbox.service is not None:
             raise InvalidState(sandbox.state, "exec_start (the sandbox runs a service)")
         runnable = (SandboxState.READY, SandboxState.RUNNING, SandboxState.BLOCKED)
@@ -326,7 +329,7 @@ class Sandboxes:
         """
         ctx = self.ctx
         ctx.require_open()
-        sandbox = self.authorized(sandbox_id, requester, Operation.DELIVER)
+        sandbox = self.authorized(sandbox_id, requester, Action.DELIVER)
         if channel != Channel.STDIN:
             raise PermissionDenied(
                 f"channel {channel} is not open to agents: input goes on stdin (channel 2)"
@@ -358,7 +361,7 @@ class Sandboxes:
     async def kill(self, sandbox_id: Hash256, requester: AgentId) -> None:
         """Stop a READY, RUNNING or BLOCKED sandbox at once; the owner or a ``kill`` grant only."""
         self.ctx.require_open()
-        sandbox = self.authorized(sandbox_id, requester, Operation.KILL)
+        sandbox = self.authorized(sandbox_id, requester, Action.KILL)
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "kill")
         self.finalize(sandbox, SandboxState.KILLED, killed_by=requester)
@@ -366,9 +369,7 @@ class Sandboxes:
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
         """Drop the record of a stopped sandbox (its id becomes unknown); the owner only."""
-        sandbox = self.ctx.state.sandbox(sandbox_id)
-        if requester != sandbox.owner:
-            raise PermissionDenied(f"only the owner of sandbox {sandbox_id} may forget it")
+        sandbox = self.authorized(sandbox_id, requester, Action.FORGET)
         if sandbox.state.is_live:
             raise InvalidState(sandbox.state, "forget")
         self.drop(sandbox)

@@ -31,6 +31,7 @@ from kforge.engine.models import (
     ServiceResult,
     ServiceState,
 )
+from kforge.engine.policy import Action
 from kforge.engine.records import (
     AllocationGranted,
     CallAnswered,
@@ -68,8 +69,11 @@ class Services:
         """The current cycle number (kept by the ledger)."""
         return self.ctx.ledger.cycle
 
-    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
-        """Start the next cycle; returns its number.
+    async def begin_cycle(
+        self, allowances: Mapping[AgentId, int] | None = None, requester: AgentId | None = None
+    ) -> int:
+        """Start the next cycle; returns its number.  Operators only (``requester``
+        defaults to the engine itself, for callers in its own process and its timer).
 
         Sandboxes that are not persistent do not survive a cycle: live ones are
         killed by the engine and stopped ones forgotten.  Each live persistent
@@ -83,6 +87,7 @@ class Services:
         """
         ctx = self.ctx
         ctx.require_open()
+        ctx.policy.authorize(Action.BEGIN_CYCLE, ctx.agent_id if requester is None else requester)
         for service in ctx.state.services.values():
             self._settle(service)
         engine_agent = ctx.agent_id
@@ -116,10 +121,11 @@ class Services:
 
     # ------------------------------------------------------------------ services
 
-    async def create_service(self, service: Service) -> Hash256:
+    async def create_service(self, service: Service, requester: AgentId | None = None) -> Hash256:
         """Turn a live persistent sandbox into a service (seed §3.11); returns the service id.
 
-        Only the sandbox's owner may (``service.owner`` must be it).  Each
+        Only the sandbox's owner may (``service.owner`` must be it, and the
+        ``requester``, which defaults to it for callers in the engine's process).  Each
         endpoint names a distinct channel among 3..7 that the sandbox was
         granted.  The first cycle is paid at once (with accounting on: 10 Spark
         and the allocation reserved from the owner's ticks; ``InsufficientResources``
@@ -133,12 +139,14 @@ class Services:
             raise InvalidRequest("service", f"expected a Service, got {type(service).__name__}")
         service = service.validate()  # a request built in Python: check its fields' types
         _check_service(service, ctx.limits.max_tick_budget)
-        sandbox = ctx.state.sandbox(service.sandbox)
-        if service.owner != sandbox.owner:
-            raise PermissionDenied(
-                f"agent {service.owner} is not the owner of sandbox {sandbox.id}: "
-                "only the owner may make it a service"
-            )
+        policy = ctx.policy
+        policy.authorize(
+            Action.CREATE_SERVICE,
+            service.owner if requester is None else requester,
+            owner=service.owner,
+            what=f"owned by {service.owner}",
+        )
+        sandbox = policy.sandbox(Action.CREATE_SERVICE, service.sandbox, service.owner)
         if not sandbox.request.persistent:
             raise InvalidRequest("sandbox", f"sandbox {sandbox.id} is not persistent")
         if sandbox.service is not None:
@@ -224,7 +232,7 @@ class Services:
         """Queue one call (checked first); its answer goes to ``future``, ``notify`` or
         ``caller_sandbox``."""
         ctx = self.ctx
-        service = ctx.state.service(service_id)
+        service = ctx.policy.service(Action.CALL_SERVICE, service_id, caller)
         if service.state is ServiceState.FAILED:
             raise InvalidState(service.sandbox.state, "call_service (the service has stopped)")
         if not isinstance(endpoint, bytes | bytearray):
@@ -409,9 +417,7 @@ class Services:
         """
         ctx = self.ctx
         ctx.require_open()
-        service = ctx.state.service(service_id)
-        if requester != service.owner:
-            raise PermissionDenied(f"only the owner of service {service_id} may fund it")
+        service = ctx.policy.service(Action.FUND_SERVICE, service_id, requester)
         if service.state is ServiceState.FAILED:
             raise InvalidState(service.sandbox.state, "fund_service (the service has stopped)")
         cycle = ctx.ledger.cycle

@@ -114,6 +114,20 @@ class StateSnapshot(Schema, frozen=True):
 # ----------------------------------------------------------------- the state
 
 
+class Holdings:
+    """What one owner's live sandboxes hold of the engine's pools."""
+
+    __slots__ = ("count", "memory")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.memory = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.count == 0 and self.memory == 0
+
+
 class EngineState:
     """Sandboxes, services, counters and tallies of one engine."""
 
@@ -134,7 +148,8 @@ class EngineState:
         self.events = 0
         self._live_count = 0
         self._live_memory = 0
-        self._live_by_owner: dict[AgentId, int] = {}
+        #: What each owner's live sandboxes hold (owners holding nothing are not kept).
+        self._holdings: dict[AgentId, Holdings] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -169,7 +184,14 @@ class EngineState:
         return self._live_memory
 
     def live_owned_by(self, owner: AgentId) -> int:
-        return self._live_by_owner.get(owner, 0)
+        """How many live sandboxes ``owner`` has."""
+        held = self._holdings.get(owner)
+        return held.count if held is not None else 0
+
+    def live_memory_of(self, owner: AgentId) -> int:
+        """The memory quotas of ``owner``'s live sandboxes, summed."""
+        held = self._holdings.get(owner)
+        return held.memory if held is not None else 0
 
     # ------------------------------------------------------------------ changing (apply only)
 
@@ -178,13 +200,16 @@ class EngineState:
         self.count_live(sandbox, +1)
 
     def count_live(self, sandbox: Sandbox, delta: int) -> None:
+        quota = delta * (sandbox.request.memory_quota or 0)
         self._live_count += delta
-        self._live_memory += delta * (sandbox.request.memory_quota or 0)
-        owned = self._live_by_owner.get(sandbox.owner, 0) + delta
-        if owned:
-            self._live_by_owner[sandbox.owner] = owned
-        else:
-            self._live_by_owner.pop(sandbox.owner, None)
+        self._live_memory += quota
+        held = self._holdings.get(sandbox.owner)
+        if held is None:
+            held = self._holdings[sandbox.owner] = Holdings()
+        held.count += delta
+        held.memory += quota
+        if held.empty:
+            del self._holdings[sandbox.owner]
 
     # ------------------------------------------------------------------ as one value
 

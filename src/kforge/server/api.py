@@ -20,6 +20,7 @@ from kforge.asm import assemble
 from kforge.core import Hash256, InvalidRequest, NotSupported, PermissionDenied
 from kforge.disasm import disassemble, format_instruction
 from kforge.engine import Service, ServiceInfo
+from kforge.engine.policy import Action
 from kforge.messages import (
     SCHEMAS,
     Envelope,
@@ -66,7 +67,8 @@ async def create_session(ctx: Context) -> tuple[int, Any]:
 
 async def whoami(ctx: Context) -> tuple[int, Any]:
     principal = ctx.principal
-    return 200, WhoAmI(principal.agent, principal.operator, principal.method)
+    operator = ctx.state.engine.policy.is_operator(principal.agent)
+    return 200, WhoAmI(principal.agent, operator, principal.method)
 
 
 async def health(ctx: Context) -> tuple[int, Any]:
@@ -117,15 +119,13 @@ async def link(ctx: Context) -> tuple[int, Any]:
 
 
 async def begin_cycle(ctx: Context) -> tuple[int, Any]:
-    if not ctx.principal.operator:
-        raise PermissionDenied("only the operator may start a cycle")
     body: CycleBody = ctx.body
     allowances = (
         {entry.agent: entry.ticks for entry in body.allowances}
         if body.allowances is not None
         else None
     )
-    return 200, CycleStarted(await ctx.state.engine.begin_cycle(allowances))
+    return 200, CycleStarted(await ctx.state.engine.begin_cycle(allowances, ctx.agent))
 
 
 def _services_supported(ctx: Context, method: str) -> Any:
@@ -151,12 +151,10 @@ async def service_info(ctx: Context) -> tuple[int, Any]:
 async def create_service(ctx: Context) -> tuple[int, Any]:
     """SERVICE_CREATE as the caller (who must be the owner)."""
     body: ServiceRequest = ctx.body
-    owner = body.owner or ctx.agent
-    if owner != ctx.agent:
-        raise PermissionDenied(f"agent {ctx.agent} may not create a service owned by {owner}")
     fields = msgspec.structs.asdict(body)
-    fields["owner"] = owner
-    return 201, ServiceCreatedBody(await ctx.state.engine.create_service(Service(**fields)))
+    fields["owner"] = body.owner or ctx.agent
+    service_id = await ctx.state.engine.create_service(Service(**fields), ctx.agent)
+    return 201, ServiceCreatedBody(service_id)
 
 
 async def call_service(ctx: Context) -> tuple[int, Any]:
@@ -178,7 +176,8 @@ async def fund_service(ctx: Context) -> tuple[int, Any]:
 
 async def stats(ctx: Context) -> tuple[int, Any]:
     engine = ctx.state.engine
-    infos = await engine.list_sandboxes(None if ctx.principal.operator else ctx.agent)
+    every = engine.policy.allows(Action.LIST_ALL_SANDBOXES, ctx.agent)
+    infos = await engine.visible_sandboxes(ctx.agent, every=every)
     by_state: dict[str, int] = {}
     for info in infos:
         by_state[info.state.value] = by_state.get(info.state.value, 0) + 1
@@ -290,6 +289,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/health",
         health,
         "Liveness and the engine's state",
+        Action.HEALTH,
         authenticated=False,
         response=Health,
         tag="server",
@@ -299,6 +299,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/session",
         create_session,
         "Trade a signed request for a bearer token",
+        Action.IDENTIFY,
         status=201,
         signature_only=True,
         tag="identity",
@@ -309,6 +310,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/whoami",
         whoami,
         "Who the server takes the caller for",
+        Action.IDENTIFY,
         tag="identity",
         response=WhoAmI,
     ),
@@ -317,6 +319,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/programs",
         put_program,
         "Store a program (assembly or FRGP) in the vault",
+        Action.PUT_PROGRAM,
         body=ProgramBody,
         status=201,
         errors=(400,),
@@ -328,6 +331,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/programs/{program_id}",
         get_program,
         "A stored program's disassembly",
+        Action.READ_PROGRAM,
         errors=(400, 404),
         tag="programs",
         response=ProgramView,
@@ -338,6 +342,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/link",
         link,
         "Link a program with its imports (LINK_RESOLVE)",
+        Action.LINK,
         body=LinkResolve,
         errors=(400, 404, 429),
         response=LinkResult,
@@ -347,6 +352,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/cycles",
         begin_cycle,
         "Start the next cycle (operator only)",
+        Action.BEGIN_CYCLE,
         body=CycleBody,
         errors=(400, 403),
         response=CycleStarted,
@@ -356,6 +362,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/services",
         list_services,
         "Every service, when the engine has them",
+        Action.READ_SERVICE,
         tag="services",
         response=ServiceList,
     ),
@@ -364,6 +371,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/services",
         create_service,
         "Make a persistent sandbox a service (SERVICE_CREATE)",
+        Action.CREATE_SERVICE,
         body=ServiceRequest,
         status=201,
         errors=(400, 403, 404, 409, 429, 501),
@@ -375,6 +383,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/services/{service_id}",
         service_info,
         "A service's standing",
+        Action.READ_SERVICE,
         tag="services",
         errors=(400, 404, 501),
         response=ServiceInfo,
@@ -384,6 +393,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/services/{service_id}/call",
         call_service,
         "Call an endpoint (SERVICE_CALL)",
+        Action.CALL_SERVICE,
         body=CallBody,
         query=(TIMEOUT,),
         errors=(400, 403, 404, 408, 409, 429, 501),
@@ -395,6 +405,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/services/{service_id}/fund",
         fund_service,
         "Pay this cycle of a service",
+        Action.FUND_SERVICE,
         errors=(400, 403, 404, 409, 429, 501),
         tag="services",
         response=Accepted,
@@ -404,6 +415,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/stats",
         stats,
         "Counts for the dashboard",
+        Action.READ_STATS,
         tag="server",
         response=Stats,
     ),
@@ -412,6 +424,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/messages",
         send_message,
         "Dispatch one Forge message envelope",
+        Action.SEND_MESSAGE,
         raw_body=True,
         body_schema={
             "type": "object",
@@ -432,6 +445,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/mailbox",
         mailbox,
         "Envelopes sent to the caller later",
+        Action.READ_MAILBOX,
         query=(TIMEOUT,),
         errors=(400,),
         tag="messages",

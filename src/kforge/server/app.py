@@ -87,11 +87,13 @@ def create_app(
     The app opens the engine when it starts (if it is not open yet) and closes
     it on shutdown if it opened it.  ``app.state.kforge`` is the
     :class:`ServerState`; its ``dev_token`` is the operator's bearer token
-    (the dashboard's), for ``operator`` (default: a fresh agent per run).
+    (the dashboard's), for ``operator`` (default: a fresh agent per run), which
+    becomes one of the engine's operators.
     """
     config = config or ServerConfig()
     authenticator = authenticator or Authenticator(config.auth)
     operator_agent = operator or AgentKey.generate().agent_id
+    engine.policy.add_operator(operator_agent)
     dev_token, _ = authenticator.issue_token(
         operator_agent, operator=True, lifetime_ms=config.dev_token_lifetime_ms
     )
@@ -99,7 +101,7 @@ def create_app(
         engine=engine,
         config=config,
         authenticator=authenticator,
-        debug=DebugManager(config.debug),
+        debug=DebugManager(engine.policy, config.debug),
         operator_agent=operator_agent,
         dev_token=dev_token,
     )

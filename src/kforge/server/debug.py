@@ -30,6 +30,7 @@ from typing import Final
 from kforge.core import AgentId, ErrorCategory, ForgeError
 from kforge.debuginfo import SourceLocation, code_labels, source_locations
 from kforge.disasm import format_instruction
+from kforge.engine.policy import Action, Policy
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.messages import InvalidRequest
@@ -232,7 +233,8 @@ def _location_values(session: DebugSession, pc: int) -> SourcePosition | None:
 class DebugManager:
     """Every debug session of one server."""
 
-    def __init__(self, limits: DebugLimits | None = None) -> None:
+    def __init__(self, policy: Policy, limits: DebugLimits | None = None) -> None:
+        self.policy = policy
         self.limits = limits or DebugLimits()
         self._sessions: dict[str, DebugSession] = {}
 
@@ -290,15 +292,20 @@ class DebugManager:
         return session
 
     def get(self, session_id: str, requester: AgentId) -> DebugSession:
-        """The session, if ``requester`` owns it; anyone else is told it does not exist."""
+        """The session, if ``requester`` may use it (its creator); anyone else is told it
+        does not exist (the engine's policy, :attr:`Action.DEBUG`)."""
         session = self._sessions.get(session_id)
-        if session is None or session.owner != requester:
+        if session is None or not self.policy.allows(Action.DEBUG, requester, owner=session.owner):
             raise DebugSessionNotFound(session_id)
         session.used_at = time.monotonic()
         return session
 
     def list(self, requester: AgentId) -> list[DebugSession]:
-        return [s for s in self._sessions.values() if s.owner == requester]
+        return [
+            s
+            for s in self._sessions.values()
+            if self.policy.allows(Action.DEBUG, requester, owner=s.owner)
+        ]
 
     def delete(self, session_id: str, requester: AgentId) -> None:
         self.get(session_id, requester)

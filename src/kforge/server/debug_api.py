@@ -14,6 +14,7 @@ from typing import Any, Final
 from kforge.asm import assemble_with_labels
 from kforge.core import InvalidRequest, MemoryQuotaExceeded
 from kforge.debuginfo import code_labels
+from kforge.engine.policy import Action
 from kforge.program import ForgeProgram, decode_program
 from kforge.server.endpoint import Context, Handler, Operation, Query, query_number
 from kforge.server.schemas import (
@@ -188,6 +189,7 @@ def _command(
         _SESSION + path,
         handler,
         summary,
+        Action.DEBUG,
         body=body,
         query=_MEMORY,
         errors=errors,
@@ -202,6 +204,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/debug",
         create,
         "Load a program into a new debug session",
+        Action.DEBUG,
         body=DebugCreateBody,
         status=201,
         errors=(400, 404, 422, 429),
@@ -213,6 +216,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/debug",
         list_sessions,
         "The caller's debug sessions",
+        Action.DEBUG,
         tag="debugger",
         response=DebugSessions,
     ),
@@ -222,6 +226,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SESSION,
         delete,
         "End the session",
+        Action.DEBUG,
         errors=_ERRORS,
         tag="debugger",
         response=Accepted,

@@ -21,6 +21,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from kforge.core import ForgeError, Hash256, Internal, InvalidRequest, KingdomError
+from kforge.engine.policy import Action
 from kforge.server.auth import AuthError, Principal
 from kforge.server.codec import BodyError, decode_body, decode_plain, encode_body, wants_msgpack
 from kforge.server.schemas import ErrorBody, ErrorDetail
@@ -85,12 +86,19 @@ Handler = Callable[[Context], Awaitable[tuple[int, Any] | Response]]
 
 @dataclass(frozen=True)
 class Operation:
-    """One API operation: route, handler and what the OpenAPI document says of it."""
+    """One API operation: route, handler, the engine's action it takes, and what the
+    OpenAPI document says of it.
+
+    ``action`` names the rule of :data:`kforge.engine.policy.RULES` the route is
+    decided by; the engine's operation behind the handler enforces it (the
+    handler passes the caller along and decides nothing itself).
+    """
 
     method: str
     path: str
     handler: Handler
     summary: str
+    action: Action
     body: type[Schema] | None = None  # the request body's schema, if any
     raw_body: bool = False  # the handler reads ``ctx.body`` (plain data) itself
     body_schema: dict[str, Any] | None = None  # for raw bodies

@@ -22,6 +22,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kforge.core import AgentId, EventKind, ForgeError, Hash256
+from kforge.engine.policy import Action
 from kforge.events import Event, Gap
 from kforge.messages import pack
 from kforge.server.auth import AuthError, Principal
@@ -96,11 +97,12 @@ async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principa
     fmt = query.get("format", "json")
     if fmt not in ("json", "msgpack"):
         raise _Refused(4400, "format must be json or msgpack")
-    if not principal.operator:
+    policy = state.engine.policy
+    if not policy.allows(Action.WATCH_ALL_EVENTS, principal.agent):
         granted = False
         if sandbox is not None:
             try:
-                await state.engine.sandbox_status(sandbox, principal.agent)
+                policy.sandbox(Action.WATCH_EVENTS, sandbox, principal.agent)
                 granted = True
             except ForgeError:
                 granted = False

@@ -14,9 +14,10 @@ from typing import Any, Final
 
 import msgspec
 
-from kforge.core import AgentId, Hash256, PermissionDenied, SandboxNotFound, TooManySandboxes
+from kforge.core import AgentId
 from kforge.engine import CreateSandbox, ExecResult, SandboxInfo
 from kforge.engine.artifacts import proof_result
+from kforge.engine.policy import Action
 from kforge.messages.payloads import ProofResult
 from kforge.server.endpoint import (
     Context,
@@ -47,26 +48,6 @@ __all__ = ["OUTPUT_CHUNK", "SANDBOX_OPERATIONS", "TIMEOUT"]
 OUTPUT_CHUNK: Final = 256 * 1024
 
 
-async def _info(ctx: Context, sandbox_id: Hash256) -> SandboxInfo:
-    """The sandbox's status for the caller; the operator may read any."""
-    engine = ctx.state.engine
-    try:
-        return await engine.sandbox_status(sandbox_id, ctx.agent)
-    except PermissionDenied:
-        if not ctx.principal.operator:
-            raise
-    for info in await engine.list_sandboxes():
-        if info.id == sandbox_id:
-            return info
-    raise SandboxNotFound(sandbox_id)
-
-
-def _reader(ctx: Context, info: SandboxInfo) -> AgentId:
-    """Who reads the sandbox: the caller, or its owner when the operator reads another's."""
-    agent: AgentId = ctx.agent
-    return info.owner if info.owner != agent and ctx.principal.operator else agent
-
-
 def _status(ctx: Context, info: SandboxInfo) -> SandboxStatus:
     """The sandbox as the server shows it: its status, its budget, the server's notes."""
     fields = msgspec.structs.asdict(info)
@@ -76,44 +57,23 @@ def _status(ctx: Context, info: SandboxInfo) -> SandboxStatus:
 
 async def create_sandbox(ctx: Context) -> tuple[int, Any]:
     body: SandboxRequest = ctx.body
-    owner = body.owner or ctx.agent
-    if owner != ctx.agent:
-        raise PermissionDenied(f"agent {ctx.agent} may not create a sandbox owned by {owner}")
-    engine = ctx.state.engine
-    limit = ctx.state.config.max_live_sandboxes_per_agent
-    live = sum(1 for info in await engine.list_sandboxes(owner) if info.state.is_live)
-    if live >= limit:
-        raise TooManySandboxes(
-            f"agent {owner} already has {live} live of at most {limit} on this server"
-        )
     fields = msgspec.structs.asdict(body)
-    fields["owner"] = owner
+    fields["owner"] = body.owner or ctx.agent
     if body.preset is None and (body.memory_quota is None or body.tick_budget is None):
         fields["preset"] = ctx.state.config.default_preset
-    sandbox_id = await engine.create_sandbox(CreateSandbox(**fields))
+    sandbox_id = await ctx.state.engine.create_sandbox(CreateSandbox(**fields), ctx.agent)
     return 201, SandboxCreated(sandbox_id)
 
 
 async def list_sandboxes(ctx: Context) -> tuple[int, Any]:
     """The caller's sandboxes and those it was granted; every one for the operator with ``all``."""
-    engine = ctx.state.engine
-    every = query_bool(ctx, "all")
-    if every and not ctx.principal.operator:
-        raise PermissionDenied("only the operator may list every sandbox")
-    infos = []
-    for info in await engine.list_sandboxes():
-        if every or info.owner == ctx.agent:
-            infos.append(info)
-            continue
-        try:
-            infos.append(await engine.sandbox_status(info.id, ctx.agent))
-        except PermissionDenied:
-            continue
+    infos = await ctx.state.engine.visible_sandboxes(ctx.agent, every=query_bool(ctx, "all"))
     return 200, SandboxList(tuple(_status(ctx, info) for info in infos))
 
 
 async def sandbox_status(ctx: Context) -> tuple[int, Any]:
-    return 200, _status(ctx, await _info(ctx, path_id(ctx, "sandbox_id")))
+    info = await ctx.state.engine.sandbox_status(path_id(ctx, "sandbox_id"), ctx.agent)
+    return 200, _status(ctx, info)
 
 
 async def exec_start(ctx: Context) -> tuple[int, Any]:
@@ -141,10 +101,7 @@ async def wait(ctx: Context) -> tuple[int, Any]:
     """The result once stopped; 408 when ``timeout`` seconds pass first (0: do not wait)."""
     sandbox_id = path_id(ctx, "sandbox_id")
     timeout = query_number(ctx, "timeout", 30.0, 0.0, ctx.state.config.max_wait_seconds)
-    info = await _info(ctx, sandbox_id)  # checks access (the operator reads any)
-    result: ExecResult = await ctx.state.engine.wait(
-        sandbox_id, _reader(ctx, info), timeout=timeout
-    )
+    result: ExecResult = await ctx.state.engine.wait(sandbox_id, ctx.agent, timeout=timeout)
     return 200, result
 
 
@@ -169,8 +126,8 @@ async def output(ctx: Context) -> tuple[int, Any]:
     sandbox_id = path_id(ctx, "sandbox_id")
     offset = query_integer(ctx, "offset", 0, 0, 2**63 - 1)
     limit = query_integer(ctx, "limit", OUTPUT_CHUNK, 1, OUTPUT_CHUNK)
-    info = await _info(ctx, sandbox_id)  # checks access (the operator reads any)
-    data = await ctx.state.engine.output(sandbox_id, _reader(ctx, info), offset=offset)
+    info = await ctx.state.engine.sandbox_status(sandbox_id, ctx.agent)
+    data = await ctx.state.engine.output(sandbox_id, ctx.agent, offset=offset)
     chunk = data[:limit]
     return 200, OutputChunk(
         sandbox_id, info.state, offset, offset + len(chunk), offset + len(data), chunk
@@ -218,6 +175,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/sandboxes",
         create_sandbox,
         "Create a sandbox (SANDBOX_CREATE)",
+        Action.CREATE_SANDBOX,
         body=SandboxRequest,
         status=201,
         errors=(400, 403, 404, 422, 429),
@@ -228,6 +186,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         "/v1/sandboxes",
         list_sandboxes,
         "The caller's sandboxes (all: the operator's view)",
+        Action.LIST_SANDBOXES,
         query=(Query("all", {"type": "boolean"}, "every sandbox (operator only)"),),
         errors=(400, 403),
         response=SandboxList,
@@ -237,6 +196,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX,
         sandbox_status,
         "A sandbox's status (SANDBOX_STATUS)",
+        Action.READ_SANDBOX,
         errors=_NOT_MINE,
         response=SandboxStatus,
     ),
@@ -245,6 +205,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX,
         forget,
         "Forget a stopped sandbox",
+        Action.FORGET,
         errors=(*_NOT_MINE, 409),
         response=Accepted,
     ),
@@ -253,6 +214,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/start",
         exec_start,
         "Start execution (EXEC_START)",
+        Action.EXECUTE,
         status=202,
         errors=(*_NOT_MINE, 409, 429),
         response=Accepted,
@@ -262,6 +224,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/step",
         step,
         "Execute one instruction",
+        Action.EXECUTE,
         errors=(*_NOT_MINE, 409),
         response=StepResult,
     ),
@@ -270,6 +233,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/kill",
         kill,
         "Kill (SANDBOX_KILL)",
+        Action.KILL,
         errors=(*_NOT_MINE, 409),
         response=Accepted,
     ),
@@ -278,6 +242,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/deliver",
         deliver,
         "Input on stdin (SANDBOX_DELIVER)",
+        Action.DELIVER,
         body=DeliverBody,
         errors=(*_NOT_MINE, 409),
         response=Accepted,
@@ -287,6 +252,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/wait",
         wait,
         "The result once stopped (EXEC_RESULT)",
+        Action.READ_SANDBOX,
         query=(TIMEOUT,),
         errors=(*_NOT_MINE, 408),
         response=ExecResult,
@@ -296,6 +262,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/io",
         io_log,
         "Every host call with its tick",
+        Action.READ_SANDBOX,
         errors=_NOT_MINE,
         response=HostCalls,
     ),
@@ -304,6 +271,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/output",
         output,
         "Its stdout from offset on, live or stopped",
+        Action.READ_SANDBOX,
         query=(
             Query("offset", {"type": "integer", "minimum": 0}, "bytes already read (0..length)"),
             Query(
@@ -320,6 +288,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/record",
         run_record,
         "The run record (replay input)",
+        Action.READ_RUN_RECORD,
         errors=_NOT_MINE,
         response=RunRecordView,
     ),
@@ -328,6 +297,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/proof",
         request_proof,
         "An execution proof (PROOF_REQUEST)",
+        Action.REQUEST_PROOF,
         errors=(*_NOT_MINE, 409, 429),
         response=ProofResult,
     ),
@@ -336,6 +306,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/grants",
         grant,
         "Let another agent act on the sandbox",
+        Action.GRANT,
         body=GrantBody,
         errors=_NOT_MINE,
         response=Accepted,
@@ -345,6 +316,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SANDBOX + "/grants/{agent}",
         revoke,
         "Take back an agent's grants",
+        Action.GRANT,
         errors=_NOT_MINE,
         response=Accepted,
     ),

@@ -18,8 +18,9 @@ __all__ = ["ServerConfig", "ServerState"]
 class ServerConfig:
     """Limits and options of one server (the engine's own limits stay in ``EngineLimits``).
 
-    ``max_live_sandboxes_per_agent`` is checked by the server before the
-    engine's ``max_sandboxes_per_owner``; ``max_wait_seconds`` bounds a
+    Who may do what, and each agent's share of the engine's pools (its live
+    sandboxes among them), are the engine's to decide (``engine.policy``), so
+    they hold for every way in; ``max_wait_seconds`` bounds a
     long-poll (``/wait``, ``/mailbox``); the dev token lets the dashboard read
     every sandbox and event for ``dev_token_lifetime_ms``; ``default_preset``
     configures a creation that gives neither a preset nor its quota and budget.
@@ -28,7 +29,6 @@ class ServerConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     debug: DebugLimits = field(default_factory=DebugLimits)
     max_body_bytes: int = 1024 * 1024
-    max_live_sandboxes_per_agent: int = 64
     max_wait_seconds: float = 60.0
     max_event_subscriptions_per_agent: int = 16
     #: The preset of a creation that names none and leaves out its quota or budget.
