@@ -223,6 +223,7 @@ def _stopped(state: EngineState, record: SandboxStopped) -> None:
     sandbox.reserved_ticks = 0
     sandbox.freeze()
     state.count_live(sandbox, -1)
+    state.note_stopped(sandbox)
     service = sandbox.service
     if service is not None:
         service.state = ServiceState.FAILED
@@ -232,7 +233,7 @@ def _stopped(state: EngineState, record: SandboxStopped) -> None:
 
 
 def _forgotten(state: EngineState, record: SandboxForgotten) -> None:
-    state.sandboxes.pop(record.sandbox, None)
+    state.remove(record.sandbox)
 
 
 def _granted(state: EngineState, record: AccessGranted) -> None:

@@ -325,14 +325,22 @@ class Engine:
         return self
 
     def _resume_scheduling(self) -> None:
-        """Queue what runs again after a rebuild; executions get a fresh deadline."""
+        """Queue what runs again after a rebuild; every timer starts afresh (executions'
+        deadlines, idle sandboxes' expiry, stopped sandboxes' retention)."""
         scheduler = self.scheduler
-        for sandbox in self.state.live_sandboxes():
-            if not sandbox.scheduled:
+        for sandbox in list(self.state.sandboxes.values()):
+            if sandbox.state.is_final:
+                self.sandboxes.watch_retention(sandbox)
+            elif sandbox.machine is None:
                 continue
-            if sandbox.state is SandboxState.RUNNING:
-                scheduler.enqueue(sandbox)
-            if sandbox.service is None:
+            elif sandbox.service is not None:
+                if sandbox.scheduled and sandbox.state is SandboxState.RUNNING:
+                    scheduler.enqueue(sandbox)
+            elif not sandbox.scheduled:
+                self.sandboxes.watch_idle(sandbox)
+            else:
+                if sandbox.state is SandboxState.RUNNING:
+                    scheduler.enqueue(sandbox)
                 self.sandboxes.watch_deadline(sandbox)
 
     async def _cycle_timer(self) -> None:

@@ -176,6 +176,8 @@ class Executor:
             ctx.transitions.record(Stepped(sandbox.id, machine.ticks_used))
             await self.answer_host_calls(sandbox, machine)
             self.settle(sandbox, machine, scheduled=False)
+            if sandbox.state.is_live:
+                self.sandboxes.watch_idle(sandbox)
             ctx.commit()
         return sandbox.state
 
@@ -240,7 +242,18 @@ class Executor:
     # ------------------------------------------------------------------ deadlines
 
     def deadline_passed(self, sandbox: Sandbox) -> None:
-        """The scheduler's call when an execution outlives its wall-clock deadline."""
-        if sandbox.state.is_live and sandbox.machine is not None:
+        """The scheduler's call when a sandbox's timer runs out.
+
+        A live sandbox ends ``DEADLINE_EXCEEDED``: its execution outlived its
+        deadline, or it waited longer than ``idle_timeout`` for a start or a step.
+        A stopped one is forgotten: its retention is over.
+        """
+        if self.ctx.state.find(sandbox.id) is not sandbox:
+            return  # forgotten meanwhile
+        if sandbox.state.is_final:
+            self.sandboxes.drop(sandbox)
+        elif sandbox.machine is not None and sandbox.service is None:
             self.sandboxes.finalize(sandbox, SandboxState.DEADLINE_EXCEEDED)
-            self.ctx.commit()
+        else:
+            return
+        self.ctx.commit()

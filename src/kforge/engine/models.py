@@ -75,7 +75,12 @@ class EngineLimits:
     ``slice_ticks`` is the scheduler's quantum; ``deadline`` the default
     wall-clock seconds per execution and ``max_deadline`` the most a creation
     may ask for.  ``max_sandboxes_per_owner`` and ``max_memory_per_owner`` are
-    one agent's share of ``max_sandboxes`` and ``max_total_memory``.
+    one agent's share of ``max_sandboxes`` and ``max_total_memory``.  Nothing
+    lives forever: a live sandbox the scheduler does not run (created and never
+    started, or driven by ``step``) ends ``DEADLINE_EXCEEDED`` after
+    ``idle_timeout`` seconds without being started or stepped; a stopped one is
+    forgotten ``stopped_retention`` seconds after it stopped, and an owner's
+    oldest stopped one as soon as it has more than ``max_stopped_per_owner``.
     """
 
     max_sandboxes: int = 1024
@@ -88,6 +93,9 @@ class EngineLimits:
     slice_ticks: int = DEFAULT_SLICE_TICKS
     deadline: float = 30.0
     max_deadline: float = 3600.0
+    idle_timeout: float = 600.0
+    stopped_retention: float = 3600.0
+    max_stopped_per_owner: int = 256
 
     def check_message(self, data: object, field: str = "data") -> bytes:
         """``data`` as bytes, when it is bytes within the message limit (``InvalidRequest``
@@ -101,11 +109,19 @@ class EngineLimits:
         return bytes(data)
 
     def __post_init__(self) -> None:
-        for name in ("max_sandboxes", "max_sandboxes_per_owner", "slice_ticks", "message_limit"):
+        for name in (
+            "max_sandboxes",
+            "max_sandboxes_per_owner",
+            "slice_ticks",
+            "message_limit",
+            "max_stopped_per_owner",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if not 0 < self.deadline <= self.max_deadline:
             raise ValueError("deadline must be positive and at most max_deadline")
+        if self.idle_timeout <= 0 or self.stopped_retention <= 0:
+            raise ValueError("idle_timeout and stopped_retention must be positive")
 
 
 class ServiceCallFailed(ForgeError):

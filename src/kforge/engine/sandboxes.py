@@ -175,6 +175,7 @@ class Sandboxes:
             ctx.transitions.record(
                 ProgramLinked(request.code, program_id, len(request.imports), request.owner)
             )
+        self.watch_idle(ctx.state.sandbox(sandbox_id))
         ctx.commit()
         return sandbox_id
 
@@ -303,6 +304,18 @@ class Sandboxes:
         deadline = ctx.clock.monotonic() + (limit if limit is not None else ctx.limits.deadline)
         ctx.scheduler.watch_deadline(sandbox, deadline)
 
+    def watch_idle(self, sandbox: Sandbox) -> None:
+        """Start (again) the time a live sandbox the scheduler does not run may wait for its
+        next start or step (``EngineLimits.idle_timeout``)."""
+        ctx = self.ctx
+        ctx.scheduler.watch_deadline(sandbox, ctx.clock.monotonic() + ctx.limits.idle_timeout)
+
+    def watch_retention(self, sandbox: Sandbox) -> None:
+        """Start the time a stopped sandbox is kept (``EngineLimits.stopped_retention``)."""
+        ctx = self.ctx
+        retention = ctx.limits.stopped_retention
+        ctx.scheduler.watch_deadline(sandbox, ctx.clock.monotonic() + retention)
+
     def begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
         """The first start of execution: reserve the tick budget, announce the start."""
         if sandbox.started:
@@ -376,7 +389,19 @@ class Sandboxes:
         self.ctx.commit()
 
     def drop(self, sandbox: Sandbox) -> None:
+        """Forget a stopped sandbox (recorded), and its timer."""
+        if self.ctx.state.find(sandbox.id) is not sandbox:
+            return  # forgotten already
+        self.ctx.scheduler.forget_deadline(sandbox)
         self.ctx.transitions.record(SandboxForgotten(sandbox.id))
+
+    def _keep_stopped_within_limit(self, owner: AgentId) -> None:
+        """Forget the owner's oldest stopped sandboxes beyond ``max_stopped_per_owner``."""
+        state, limit = self.ctx.state, self.ctx.limits.max_stopped_per_owner
+        while state.stopped_count(owner) > limit:
+            oldest = state.oldest_stopped(owner)
+            assert oldest is not None
+            self.drop(oldest)
 
     def finalize(
         self, sandbox: Sandbox, state: SandboxState, *, killed_by: AgentId | None = None
@@ -410,6 +435,8 @@ class Sandboxes:
         )
         result = sandbox.result
         assert result is not None
+        self.watch_retention(sandbox)
+        self._keep_stopped_within_limit(sandbox.owner)
         if service is not None and self.on_service_stopped is not None:
             self.on_service_stopped(service, result, ticks, current, queued)
         for waiter in self._waiters.pop(sandbox.id, ()):

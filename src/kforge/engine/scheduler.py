@@ -1,17 +1,24 @@
-"""The scheduler: round robin over runnable sandboxes, one slice at a time.
+"""The scheduler: round robin over the owners of runnable sandboxes, one slice at a time.
 
 A slice runs a sandbox for at most the quantum (``EngineLimits.slice_ticks``),
 or until it executes TICK, blocks, halts or faults.  After each slice the
 scheduler yields to the event loop (``await asyncio.sleep(0)``), so API calls,
-subscribers and host adapters get their turn.  A sandbox that is still running
-goes to the back of the queue, so with ``n`` runnable sandboxes none waits more
-than ``n - 1`` slices; a newly started one runs after at most one slice of each
-sandbox already queued.  A BLOCKED sandbox is in no queue and costs nothing
+subscribers and host adapters get their turn.
+
+The engine's time is shared fairly among agents, not among sandboxes: the run
+queue is a ring of owners, each with its own queue of sandboxes.  Each turn
+takes the owner at the front, runs one slice of its first sandbox, and puts the
+owner at the back (its sandbox at the back of its own queue, if it still runs).
+So an agent running 64 sandboxes gets the same share as one running a single
+sandbox; with ``n`` owners waiting, a newly started sandbox runs after at most
+one slice of each of them.  A BLOCKED sandbox is in no queue and costs nothing
 until a message wakes it.
 
-Wall-clock deadlines are kept in a heap and checked before every slice and
+Timers (wall clock) are kept in a heap and checked before every slice and
 whenever the scheduler is idle, so a blocked sandbox's deadline passes on time
-even while others run.
+even while others run.  What a timer means is the engine's to say
+(:meth:`SliceRunner.deadline_passed`): an execution's deadline, an idle
+sandbox's expiry, a stopped sandbox's retention.
 """
 
 from __future__ import annotations
@@ -20,10 +27,10 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Protocol
 
-from kforge.core import Hash256
+from kforge.core import AgentId, Hash256
 from kforge.engine.models import Clock, SandboxState
 from kforge.engine.sandbox import Sandbox
 
@@ -38,17 +45,19 @@ class SliceRunner(Protocol):
         ...
 
     def deadline_passed(self, sandbox: Sandbox) -> None:
-        """End ``sandbox``, whose execution deadline has passed."""
+        """The sandbox's timer has run out: end its execution, or forget it."""
         ...
 
 
 class Scheduler:
-    """Round-robin slices over the run queue, plus the deadline heap."""
+    """Round-robin slices over the owners' run queues, plus the timer heap."""
 
     def __init__(self, runner: SliceRunner, clock: Clock) -> None:
         self._runner = runner
         self._clock = clock
-        self._queue: deque[Sandbox] = deque()
+        #: The ring of owners with runnable sandboxes, each with its queue, next owner first.
+        self._owners: OrderedDict[AgentId, deque[Sandbox]] = OrderedDict()
+        self._length = 0
         self._queued: set[Hash256] = set()
         self._deadlines: list[tuple[float, int, Sandbox]] = []
         #: The deadline of each execution the scheduler watches (heap entries that
@@ -60,24 +69,41 @@ class Scheduler:
         self.slices = 0
 
     def __len__(self) -> int:
-        """Sandboxes waiting in the run queue."""
-        return len(self._queue)
+        """Sandboxes waiting in the run queues."""
+        return self._length
 
     def enqueue(self, sandbox: Sandbox) -> None:
-        """Put a runnable sandbox at the back of the queue (once)."""
+        """Put a runnable sandbox at the back of its owner's queue (once); an owner new to
+        the ring goes to its back."""
         if sandbox.id not in self._queued:
             self._queued.add(sandbox.id)
-            self._queue.append(sandbox)
+            queue = self._owners.get(sandbox.owner)
+            if queue is None:
+                queue = self._owners[sandbox.owner] = deque()
+            queue.append(sandbox)
+            self._length += 1
             self._wakeup.set()
 
+    def _next(self) -> Sandbox:
+        """The first sandbox of the owner at the front of the ring; the owner moves to the back."""
+        owner, queue = next(iter(self._owners.items()))
+        sandbox = queue.popleft()
+        self._length -= 1
+        del self._owners[owner]
+        if queue:
+            self._owners[owner] = queue
+        self._queued.discard(sandbox.id)
+        return sandbox
+
     def watch_deadline(self, sandbox: Sandbox, deadline: float) -> None:
-        """End the sandbox's execution at ``deadline`` (the clock's ``monotonic`` time)."""
+        """Tell the engine at ``deadline`` (the clock's ``monotonic`` time) that the sandbox's
+        timer ran out; replaces the sandbox's earlier timer."""
         self._deadline_of[sandbox.id] = deadline
         heapq.heappush(self._deadlines, (deadline, next(self._order), sandbox))
         self._wakeup.set()
 
     def forget_deadline(self, sandbox: Sandbox) -> None:
-        """The sandbox's execution has no deadline any more (a service)."""
+        """The sandbox has no timer any more (a service, or a sandbox forgotten)."""
         self._deadline_of.pop(sandbox.id, None)
 
     def poke(self) -> None:
@@ -85,7 +111,8 @@ class Scheduler:
         self._wakeup.set()
 
     def expire_deadlines(self) -> list[Sandbox]:
-        """End every execution whose deadline is at or before now; returns those ended."""
+        """Tell the engine of every timer that ran out at or before now; returns their
+        sandboxes."""
         now = self._clock.monotonic()
         expired = []
         while self._deadlines and self._deadlines[0][0] <= now:
@@ -93,15 +120,16 @@ class Scheduler:
             if self._deadline_of.get(sandbox.id) != deadline:
                 continue  # stale: replaced, or forgotten
             del self._deadline_of[sandbox.id]
-            if sandbox.state.is_live and sandbox.scheduled:
-                self._runner.deadline_passed(sandbox)
-                expired.append(sandbox)
+            self._runner.deadline_passed(sandbox)
+            expired.append(sandbox)
         return expired
 
     def _idle_timeout(self) -> float | None:
-        while self._deadlines and not self._deadlines[0][2].state.is_live:
-            _, _, sandbox = heapq.heappop(self._deadlines)
-            self._deadline_of.pop(sandbox.id, None)
+        while self._deadlines:
+            deadline, _, sandbox = self._deadlines[0]
+            if self._deadline_of.get(sandbox.id) == deadline:
+                break
+            heapq.heappop(self._deadlines)  # stale: replaced, or forgotten
         if not self._deadlines:
             return None
         return max(0.0, self._deadlines[0][0] - self._clock.monotonic())
@@ -110,13 +138,12 @@ class Scheduler:
         """The scheduling loop; returns after :meth:`stop`."""
         while not self._stopping:
             self.expire_deadlines()
-            if not self._queue:
+            if not self._owners:
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), self._idle_timeout())
                 continue
-            sandbox = self._queue.popleft()
-            self._queued.discard(sandbox.id)
+            sandbox = self._next()
             if sandbox.state is not SandboxState.RUNNING or not sandbox.scheduled:
                 continue
             await self._runner.run_slice(sandbox)

@@ -150,6 +150,8 @@ class EngineState:
         self._live_memory = 0
         #: What each owner's live sandboxes hold (owners holding nothing are not kept).
         self._holdings: dict[AgentId, Holdings] = {}
+        #: Each owner's stopped sandboxes still kept, oldest first.
+        self._stopped: dict[AgentId, dict[Hash256, None]] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -193,11 +195,41 @@ class EngineState:
         held = self._holdings.get(owner)
         return held.memory if held is not None else 0
 
+    def stopped_count(self, owner: AgentId) -> int:
+        """How many stopped sandboxes of ``owner`` are kept."""
+        return len(self._stopped.get(owner, ()))
+
+    def oldest_stopped(self, owner: AgentId) -> Sandbox | None:
+        """The stopped sandbox of ``owner`` kept longest."""
+        kept = self._stopped.get(owner)
+        return self.sandboxes[next(iter(kept))] if kept else None
+
     # ------------------------------------------------------------------ changing (apply only)
 
     def add(self, sandbox: Sandbox) -> None:
         self.sandboxes[sandbox.id] = sandbox
-        self.count_live(sandbox, +1)
+        if sandbox.state.is_live:
+            self.count_live(sandbox, +1)
+        else:
+            self.note_stopped(sandbox)
+
+    def note_stopped(self, sandbox: Sandbox) -> None:
+        """Count ``sandbox`` among its owner's stopped ones (it stopped, or was restored so)."""
+        self._stopped.setdefault(sandbox.owner, {})[sandbox.id] = None
+
+    def remove(self, sandbox_id: Hash256) -> None:
+        """Drop a sandbox's record (forgotten)."""
+        sandbox = self.sandboxes.pop(sandbox_id, None)
+        if sandbox is None:
+            return
+        if sandbox.state.is_live:
+            self.count_live(sandbox, -1)
+            return
+        kept = self._stopped.get(sandbox.owner)
+        if kept is not None:
+            kept.pop(sandbox_id, None)
+            if not kept:
+                del self._stopped[sandbox.owner]
 
     def count_live(self, sandbox: Sandbox, delta: int) -> None:
         quota = delta * (sandbox.request.memory_quota or 0)
@@ -236,10 +268,7 @@ class EngineState:
         self.events = snapshot.events
         load_accounts(self.ledger, snapshot.cycle, snapshot.accounts)
         for values in snapshot.sandboxes:
-            sandbox = _sandbox_from(values, self._lookup)
-            self.sandboxes[sandbox.id] = sandbox
-            if sandbox.state.is_live:
-                self.count_live(sandbox, +1)
+            self.add(_sandbox_from(values, self._lookup))
         for service in snapshot.services:
             _service_from(self, service)
 

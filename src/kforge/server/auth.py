@@ -11,7 +11,9 @@ Two ways to authenticate a request (see ``docs/server.md``):
   payload holds the agent, the expiry and the scope: an *operator* token
   (the dashboard's dev token) may also read every sandbox and event.
 
-Every refusal is :class:`AuthError` carrying the HTTP status (401 or 429).
+Every refusal is :class:`AuthError` carrying the HTTP status (401, or 429 and 503
+when the replay window is full).  The per-agent request rate is the engine's
+:class:`~kforge.engine.policy.RateLimiter` (its records bounded, stale ones dropped).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kforge.core import AgentId
+from kforge.engine.policy import RateLimiter
 from kforge.server.signing import (
     AGENT_HEADER,
     NONCE_HEADER,
@@ -73,34 +76,21 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class AuthConfig:
-    """Authentication and per-agent limits of one server."""
+    """Authentication and per-agent limits of one server.
+
+    ``max_nonces`` bounds the replay window's memory; ``max_nonces_per_agent`` is
+    one agent's share of it (a signed request beyond it is 429), so no agent can
+    fill the window and shut signed requests out for everyone.  ``max_agents``
+    bounds the rate limiter's records.
+    """
 
     clock_skew_ms: int = 30_000
     token_lifetime_ms: int = 15 * 60 * 1000
     max_nonces: int = 1_000_000
+    max_nonces_per_agent: int = 10_000
     rate_per_second: float = 50.0
     rate_burst: int = 100
-
-
-class RateLimiter:
-    """A token bucket per agent: ``rate`` requests a second, bursts of ``burst``."""
-
-    def __init__(self, rate: float, burst: int, monotonic: Callable[[], float]) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._monotonic = monotonic
-        self._buckets: dict[AgentId, tuple[float, float]] = {}
-
-    def take(self, agent: AgentId) -> None:
-        """Spend one request of ``agent``'s bucket; raises 429 ``AuthError`` when empty."""
-        now = self._monotonic()
-        level, last = self._buckets.get(agent, (float(self.burst), now))
-        level = min(float(self.burst), level + (now - last) * self.rate)
-        if level < 1.0:
-            self._buckets[agent] = (level, now)
-            wait = (1.0 - level) / self.rate if self.rate > 0 else 60.0
-            raise AuthError(429, f"agent {agent} is over {self.rate:g} requests/s", wait)
-        self._buckets[agent] = (level - 1.0, now)
+    max_agents: int = 100_000
 
 
 @dataclass
@@ -114,8 +104,12 @@ class Authenticator:
 
     def __post_init__(self) -> None:
         self._nonces: OrderedDict[tuple[AgentId, str], int] = OrderedDict()
+        self._nonces_by_agent: dict[AgentId, int] = {}
         self.limiter = RateLimiter(
-            self.config.rate_per_second, self.config.rate_burst, self.monotonic
+            self.config.rate_per_second,
+            self.config.rate_burst,
+            self.monotonic,
+            self.config.max_agents,
         )
 
     # ------------------------------------------------------------------ tokens
@@ -209,18 +203,29 @@ class Authenticator:
     def _remember_nonce(self, agent: AgentId, nonce: str, now: int) -> None:
         """Refuse a nonce seen within the skew window; forget older ones."""
         horizon = now - 2 * self.config.clock_skew_ms
+        counts = self._nonces_by_agent
         while self._nonces:
             oldest_key, seen_at = next(iter(self._nonces.items()))
             if seen_at >= horizon:
                 break
             del self._nonces[oldest_key]
+            left = counts[oldest_key[0]] - 1
+            if left:
+                counts[oldest_key[0]] = left
+            else:
+                del counts[oldest_key[0]]
         key = (agent, nonce)
         if key in self._nonces:
             raise AuthError(401, "replayed nonce")
+        # Forgetting a fresh nonce would open a replay: refuse instead.
+        if counts.get(agent, 0) >= self.config.max_nonces_per_agent:
+            raise AuthError(
+                429, f"agent {agent} has too many signed requests in the replay window", 1.0
+            )
         if len(self._nonces) >= self.config.max_nonces:
-            # Forgetting a fresh nonce would open a replay: refuse instead.
             raise AuthError(503, "too many signed requests in the replay window", 1.0)
         self._nonces[key] = now
+        counts[agent] = counts.get(agent, 0) + 1
 
 
 def _b64(raw: bytes) -> str:

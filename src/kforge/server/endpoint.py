@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from kforge.core import ForgeError, Hash256, Internal, InvalidRequest, KingdomError
-from kforge.engine.policy import Action
+from kforge.engine.policy import Action, RateLimited
 from kforge.server.auth import AuthError, Principal
 from kforge.server.codec import BodyError, decode_body, decode_plain, encode_body, wants_msgpack
 from kforge.server.schemas import ErrorBody, ErrorDetail
@@ -207,6 +207,8 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
             outcome = await operation.handler(context)
         except AuthError as error:
             return auth_error_response(request, error)
+        except RateLimited as error:
+            return auth_error_response(request, AuthError(429, str(error), error.retry_after))
         except BodyError as error:
             return error_response(
                 request,

@@ -22,7 +22,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kforge.core import AgentId, EventKind, ForgeError, Hash256
-from kforge.engine.policy import Action
+from kforge.engine.policy import Action, RateLimited
 from kforge.events import Event, Gap
 from kforge.messages import pack
 from kforge.server.auth import AuthError, Principal
@@ -90,6 +90,8 @@ async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principa
         state.authenticator.limiter.take(principal.agent)
     except AuthError as error:
         raise _Refused(4429 if error.status == 429 else 4401, error.message) from None
+    except RateLimited as error:
+        raise _Refused(4429, str(error)) from None
     kinds = parse_kinds(query.get("kinds"))
     sandbox = _id(query.get("sandbox"), "sandbox")
     owner_id = _id(query.get("owner"), "owner")
