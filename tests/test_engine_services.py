@@ -415,10 +415,17 @@ def test_messages_on_an_endpoint_channel_outside_a_call_are_dropped() -> None:
         async with open_engine() as engine:
             text = "LI r2, 1\n SEND 3, r1, r2\n" + COUNTER
             sandbox_id, service_id = await make_service(engine, text=text)
-            result = await engine.call_service(service_id, b"count", b"q", OTHER)
-            assert result.data == counted(1, b"q")
+            while (await engine.sandbox_status(sandbox_id, OWNER)).state is not (
+                SandboxState.BLOCKED
+            ):
+                await asyncio.sleep(0)
             dropped = (await engine.io_log(sandbox_id, OWNER))[0]
             assert dropped.status == Status.DENIED and not dropped.delivered
+            result = await engine.call_service(service_id, b"count", b"q", OTHER)
+            assert result.data == counted(1, b"q")
+            # a service's logs hold what came since the call before: a call starts them afresh
+            assert await engine.io_log(sandbox_id, OWNER) == ()
+            assert [d.data for d in engine.state.sandbox(sandbox_id).deliveries] == [b"q"]
 
     run(body)
 

@@ -28,6 +28,8 @@ STATE_STYLES: Final = {
     "HALTED": "green",
     "FAULTED": "red",
     "KILLED": "red",
+    "DEADLINE_EXCEEDED": "red",
+    "HOST_MEMORY_EXCEEDED": "red",
     "BLOCKED": "yellow",
     "RUNNING": "blue",
     "READY": "blue",

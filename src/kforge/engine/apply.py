@@ -48,10 +48,19 @@ from kforge.engine.records import (
     SliceRan,
     Stepped,
 )
-from kforge.engine.sandbox import Sandbox, ServiceRecord, recorded_call
+from kforge.engine.sandbox import (
+    Sandbox,
+    ServiceRecord,
+    delivery_bytes,
+    dropped_bytes,
+    held_bytes,
+    queued_bytes,
+    recorded_call,
+    request_bytes,
+)
 from kforge.engine.state import EngineState, load_accounts, machine_of
 from kforge.isa import DEFAULT_GRANTS, FaultCode
-from kforge.machine import Machine, MachineState
+from kforge.machine import Delivery, Machine, MachineState
 
 __all__ = ["advance", "apply", "load_machine", "settle"]
 
@@ -136,6 +145,7 @@ def _created(state: EngineState, record: SandboxCreated) -> None:
     sandbox.machine = machine
     sandbox.state = SandboxState.READY
     state.add(sandbox)
+    state.hold(sandbox, request_bytes(record.request))
     state.sandbox_counter = max(state.sandbox_counter, record.counter)
 
 
@@ -183,6 +193,7 @@ def _delivered(state: EngineState, record: InputDelivered) -> None:
     sandbox = _sandbox(state, record)
     machine = advance(state, sandbox, record.ticks)
     machine.deliver(record.channel, record.data)
+    state.hold(sandbox, delivery_bytes(record.data, record.request))
     if record.request is not None and record.status is not None:
         sandbox.log_call(
             HostCall(record.ticks, record.channel, record.request, record.data, record.status)
@@ -192,9 +203,12 @@ def _delivered(state: EngineState, record: InputDelivered) -> None:
 
 
 def _dropped(state: EngineState, record: HostCallDropped) -> None:
-    _sandbox(state, record).log_call(
+    sandbox = _sandbox(state, record)
+    sandbox.log_call(
         HostCall(record.ticks, record.channel, record.request, record.reply, record.status, False)
     )
+    if sandbox.state.is_live:
+        state.hold(sandbox, dropped_bytes(record.request, record.reply))
 
 
 def _stopped(state: EngineState, record: SandboxStopped) -> None:
@@ -222,6 +236,7 @@ def _stopped(state: EngineState, record: SandboxStopped) -> None:
     sandbox.scheduled = False
     sandbox.reserved_ticks = 0
     sandbox.freeze()
+    state.put_away(sandbox)
     state.count_live(sandbox, -1)
     state.note_stopped(sandbox)
     service = sandbox.service
@@ -311,21 +326,52 @@ def _queued(state: EngineState, record: CallQueued) -> None:
         )
     )
     state.call_counter = max(state.call_counter, record.number)
+    state.hold(service.sandbox, queued_bytes(record.data))
 
 
 def _call_started(state: EngineState, record: CallStarted) -> None:
     service = _service(state, record)
     if not service.queue or service.queue[0].number != record.number:
         raise StateCorrupted("engine journal", f"call {record.number} is not next in its queue")
+    _trim_service_logs(state, service, record.ticks)
     call = service.queue.popleft()
     call.ticks_at_delivery = record.ticks
     service.current = call
+    state.hold(service.sandbox, -queued_bytes(call.data))  # it moves to the delivery log
 
 
 def _call_answered(state: EngineState, record: CallAnswered) -> None:
     service = _service(state, record)
     service.current = None
     service.calls_completed += 1
+
+
+def _trim_service_logs(state: EngineState, service: ServiceRecord, ticks: int) -> None:
+    """A service is given its next call (at ``ticks``): its logs start afresh.
+
+    A service's run is never replayed (its budget changes every cycle, so it
+    has no proof) and a rebuild runs it from the journal's records, so its logs
+    need to hold only what came since the call before: the host keeps its
+    request, the messages it has not received yet, and its queued calls.
+    """
+    sandbox = service.sandbox
+    machine = advance(state, sandbox, ticks)
+    machine.deliveries = unread_deliveries(machine)
+    sandbox.io_log = None
+    state.hold(sandbox, held_bytes(sandbox) - sandbox.host_bytes)
+
+
+def unread_deliveries(machine: Machine) -> list[Delivery] | tuple[()]:
+    """The deliveries whose messages still wait in the machine's inbound queues (each
+    queue holds the last messages delivered on its channel, in order)."""
+    waiting = {channel: len(queue) for channel, queue in machine.inbound.items() if queue}
+    kept: list[Delivery] = []
+    for delivery in reversed(machine.deliveries):
+        if waiting.get(delivery.channel, 0) > 0:
+            waiting[delivery.channel] -= 1
+            kept.append(delivery)
+    kept.reverse()
+    return kept or ()
 
 
 # ----------------------------------------------------------------- accounts, cycles, artifacts

@@ -24,6 +24,7 @@ from kforge.engine.sandbox import Sandbox
 from kforge.engine.sandboxes import Sandboxes
 from kforge.isa import DEFAULT_GRANTS
 from kforge.link import Import, link, link_cost
+from kforge.machine import Delivery
 from kforge.messages.payloads import ProofResult
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer, generate_proof
@@ -52,7 +53,9 @@ def derived_signer(secret: bytes) -> NodeKey:
     return NodeKey(Ed25519PrivateKey.from_private_bytes(seed))
 
 
-def run_record(sandbox: Sandbox, program: ForgeProgram, message_limit: int) -> RunRecord:
+def run_record(
+    sandbox: Sandbox, program: ForgeProgram, message_limit: int, deliveries: Sequence[Delivery]
+) -> RunRecord:
     """What determines the sandbox's run: its creation parameters and its delivery log."""
     request = sandbox.request
     return RunRecord.create(
@@ -63,7 +66,7 @@ def run_record(sandbox: Sandbox, program: ForgeProgram, message_limit: int) -> R
         memory_quota=request.memory_quota or 0,
         tick_budget=request.tick_budget or 0,
         message_limit=message_limit,
-        deliveries=sandbox.deliveries,
+        deliveries=deliveries,
     )
 
 
@@ -138,8 +141,13 @@ class Artifacts:
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         """What determines the sandbox's run (for replay and for verifying its proof)."""
         sandbox = self.sandboxes.authorized(sandbox_id, requester, Action.READ_RUN_RECORD)
-        program = self.ctx.programs.load(sandbox.program)
-        return run_record(sandbox, program, self.ctx.limits.message_limit)
+        return self._record(sandbox)
+
+    def _record(self, sandbox: Sandbox) -> RunRecord:
+        ctx = self.ctx
+        program = ctx.programs.load(sandbox.program)
+        deliveries = ctx.state.run_logs(sandbox).deliveries
+        return run_record(sandbox, program, ctx.limits.message_limit, deliveries)
 
     def prepare_proof(self, sandbox_id: Hash256, requester: AgentId) -> ProofJob:
         """Check and charge a proof request (raises at once); generation comes later."""
@@ -148,8 +156,8 @@ class Artifacts:
         sandbox = self.sandboxes.authorized(sandbox_id, requester, Action.REQUEST_PROOF)
         if sandbox.state not in PROVABLE:
             raise InvalidState(sandbox.state, "request_proof (only a halted or faulted run)")
+        record = self._record(sandbox)
         program = ctx.programs.load(sandbox.program)
-        record = run_record(sandbox, program, ctx.limits.message_limit)
         cost = ProofJob.cost_of(sandbox.ticks_used) if ctx.accounting else 0
         if cost:
             ctx.ledger.charge_ticks(requester, cost, f"a proof of sandbox {sandbox_id}")

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from kforge.accounting import OPEN_ACCOUNTS, Ledger
 from kforge.core import AgentId, ForgeError, Hash256, Internal
+from kforge.engine.archive import RUNS_DB, RunArchive, SqliteArchive
 from kforge.engine.artifacts import Artifacts, derived_signer
 from kforge.engine.context import EngineContext, Identities, Replies
 from kforge.engine.dispatch import Dispatcher
@@ -55,6 +56,7 @@ from kforge.engine.models import (
 )
 from kforge.engine.policy import Policy
 from kforge.engine.rebuild import rebuild
+from kforge.engine.sandbox import delivery_bytes
 from kforge.engine.sandboxes import ProgramGate, Sandboxes
 from kforge.engine.scheduler import Scheduler
 from kforge.engine.service_ops import Services
@@ -115,8 +117,12 @@ class Engine:
     ``kforge.proofs.keys.load_or_create_key()``, in production).
 
     Durability: ``durable=True`` keeps a journal in ``engine.sqlite3`` under
-    ``data_dir``; ``journal_store`` keeps it in the given store instead (e.g. a
-    :class:`~kforge.engine.journal.MemoryJournalStore`).  A journaled engine
+    ``data_dir`` (and stopped sandboxes' runs in ``runs.sqlite3`` beside it);
+    ``journal_store`` keeps it in the given store instead (e.g. a
+    :class:`~kforge.engine.journal.MemoryJournalStore`).  ``archive`` is where
+    stopped sandboxes' runs go (:mod:`kforge.engine.archive`; default: beside a
+    durable journal, else a temporary file): a journal kept elsewhere than the
+    data directory needs an archive that lasts as long as it does.  A journaled engine
     rebuilds its state from the journal when it opens, snapshots it every
     ``snapshot_every`` rows and on close, and leaves its sandboxes to the next
     start instead of killing them.
@@ -147,6 +153,7 @@ class Engine:
         journal_store: JournalStore | None = None,
         snapshot_every: int = 1000,
         trust: ProgramGate | None = None,
+        archive: RunArchive | None = None,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
@@ -201,7 +208,11 @@ class Engine:
                 PeerAdapter(self),
             ]
         )
-        self.state = EngineState(programs, self.runner, ledger, limits.message_limit)
+        if archive is None:
+            archive = SqliteArchive(folder / RUNS_DB, durable=True) if durable else SqliteArchive()
+            self._owned.append(archive)
+        self.archive = archive
+        self.state = EngineState(programs, self.runner, ledger, limits.message_limit, archive)
         self.policy = Policy(self.state, limits, agent, operators)
         identities = Identities(secret, epoch)
         self.ctx = EngineContext(
@@ -313,6 +324,7 @@ class Engine:
         if self.status is EngineStatus.UNOPENED:
             if self.journal is not None:
                 self.rebuilt_records = rebuild(self.state, self.journal)
+                self._collect_runs()
                 self.ctx.transitions.resume()
                 self.bus.resume_at(self.state.events)
                 self._resume_scheduling()
@@ -415,7 +427,14 @@ class Engine:
         assert journal is not None
         self.ctx.transitions.commit()
         journal.save_snapshot(self.state.snapshot())
+        self._collect_runs()
         return journal.last_seq
+
+    def _collect_runs(self) -> None:
+        """Drop the archived runs of sandboxes the state no longer holds."""
+        self.archive.collect(
+            [s.id for s in self.state.sandboxes.values() if s.run_digest is not None]
+        )
 
     def _snapshot_if_due(self) -> None:
         journal = self.journal
@@ -458,9 +477,20 @@ class Engine:
         """Every host call the sandbox made, in order, with its tick count."""
         return await self.sandboxes.io_log(sandbox_id, requester)
 
-    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
-        """The sandbox's stdout from ``offset`` on (see :meth:`Sandboxes.output`)."""
-        return await self.sandboxes.output(sandbox_id, requester, offset=offset)
+    async def output(
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0, limit: int | None = None
+    ) -> bytes:
+        """The sandbox's stdout from ``offset`` on, at most ``limit`` bytes (see
+        :meth:`Sandboxes.output`)."""
+        chunk, _ = await self.sandboxes.output(sandbox_id, requester, offset=offset, limit=limit)
+        return chunk
+
+    async def output_chunk(
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int, limit: int
+    ) -> tuple[bytes, int]:
+        """At most ``limit`` bytes of the sandbox's stdout from ``offset`` on, and the output's
+        length so far: how a reader follows a large output without copying it whole."""
+        return await self.sandboxes.output(sandbox_id, requester, offset=offset, limit=limit)
 
     async def wait(
         self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
@@ -531,9 +561,11 @@ class Engine:
                 Status.DENIED,
                 f"sandbox {target} does not accept messages from owner {sender_owner}",
             )
-        self.sandboxes.deliver_machine(
-            sandbox, Channel.INTER_SANDBOX, incoming_frame(sender, sender_owner, data)
-        )
+        frame = incoming_frame(sender, sender_owner, data)
+        over = self.policy.host_room(sandbox, delivery_bytes(frame))
+        if over is not None:  # the target is not stopped for what another sandbox sends
+            raise HostError(Status.INSUFFICIENT, str(over))
+        self.sandboxes.deliver_machine(sandbox, Channel.INTER_SANDBOX, frame)
 
     def call_service_from_sandbox(
         self,

@@ -33,7 +33,7 @@ from kforge.engine.context import EngineContext
 from kforge.engine.models import SandboxState
 from kforge.engine.policy import Action
 from kforge.engine.records import HostCallDropped, SandboxBlocked, SliceRan, Stepped
-from kforge.engine.sandbox import Sandbox
+from kforge.engine.sandbox import Sandbox, delivery_bytes
 from kforge.engine.sandboxes import Sandboxes
 from kforge.engine.service_ops import Services
 from kforge.host import HostRequest
@@ -199,6 +199,8 @@ class Executor:
             )
             reply = await self.ctx.host.call(request, machine.grants)
             if sandbox.state.is_live and not machine.state.is_final:
+                if not self.sandboxes.within_budget(sandbox, delivery_bytes(reply.frame, data)):
+                    break
                 self.sandboxes.deliver_machine(
                     sandbox, channel, reply.frame, (data, int(reply.status))
                 )

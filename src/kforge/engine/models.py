@@ -81,6 +81,12 @@ class EngineLimits:
     ``idle_timeout`` seconds without being started or stepped; a stopped one is
     forgotten ``stopped_retention`` seconds after it stopped, and an owner's
     oldest stopped one as soon as it has more than ``max_stopped_per_owner``.
+
+    The host-memory budget: what the host holds for live sandboxes beyond their
+    memory quotas (``Sandbox.host_bytes``: requests, delivery and I/O logs,
+    queued messages and calls) is at most ``max_host_bytes_per_sandbox`` for
+    one sandbox, ``max_host_bytes_per_owner`` for one agent's, and
+    ``max_host_bytes`` for the engine's (:meth:`Policy.host_room`).
     """
 
     max_sandboxes: int = 1024
@@ -95,7 +101,10 @@ class EngineLimits:
     max_deadline: float = 3600.0
     idle_timeout: float = 600.0
     stopped_retention: float = 3600.0
-    max_stopped_per_owner: int = 256
+    max_stopped_per_owner: int = 128
+    max_host_bytes_per_sandbox: int = 16 * 1024 * 1024
+    max_host_bytes_per_owner: int = 64 * 1024 * 1024
+    max_host_bytes: int = 512 * 1024 * 1024
 
     def check_message(self, data: object, field: str = "data") -> bytes:
         """``data`` as bytes, when it is bytes within the message limit (``InvalidRequest``

@@ -369,11 +369,34 @@ class Policy:
 
     # ------------------------------------------------------------------ pools
 
-    def admit_sandbox(self, owner: AgentId, quota: int) -> None:
-        """Refuse a new sandbox of ``quota`` bytes that would take the engine or ``owner``
-        past its limits: live sandboxes (``TooManySandboxes``), memory
-        (``MemoryQuotaExceeded`` for the engine's pool, ``OverLimit`` for the
-        owner's share of it)."""
+    def host_room(self, sandbox: Sandbox, size: int) -> OverLimit | None:
+        """``None`` when the host may hold ``size`` more bytes for ``sandbox``; otherwise the
+        limit it would pass: the sandbox's, its owner's share, or the engine's."""
+        return self._host_room(sandbox.owner, sandbox.host_bytes, f"sandbox {sandbox.id}", size)
+
+    def _host_room(self, owner: AgentId, held: int, holder: str, size: int) -> OverLimit | None:
+        state, limits = self.state, self.limits
+        checks = (
+            ("max_host_bytes_per_sandbox", held, limits.max_host_bytes_per_sandbox, holder),
+            (
+                "max_host_bytes_per_owner",
+                state.host_bytes_of(owner),
+                limits.max_host_bytes_per_owner,
+                f"agent {owner}",
+            ),
+            ("max_host_bytes", state.host_bytes, limits.max_host_bytes, "the engine"),
+        )
+        for limit, already, maximum, who in checks:
+            if already + size > maximum:
+                return OverLimit(limit, already + size, maximum, who)
+        return None
+
+    def admit_sandbox(self, owner: AgentId, quota: int, held: int = 0) -> None:
+        """Refuse a new sandbox of ``quota`` bytes, for which the host would hold ``held``
+        bytes (its request), that would take the engine or ``owner`` past its limits:
+        live sandboxes (``TooManySandboxes``), memory (``MemoryQuotaExceeded`` for the
+        engine's pool, ``OverLimit`` for the owner's share of it), host memory
+        (``OverLimit``)."""
         state, limits = self.state, self.limits
         if state.live_count >= limits.max_sandboxes:
             raise TooManySandboxes(
@@ -387,10 +410,13 @@ class Policy:
             )
         if quota > limits.max_memory_quota:
             raise MemoryQuotaExceeded(quota, limits.max_memory_quota)
-        held = state.live_memory_of(owner) + quota
-        if held > limits.max_memory_per_owner:
+        memory = state.live_memory_of(owner) + quota
+        if memory > limits.max_memory_per_owner:
             raise OverLimit(
-                "max_memory_per_owner", held, limits.max_memory_per_owner, f"agent {owner}"
+                "max_memory_per_owner", memory, limits.max_memory_per_owner, f"agent {owner}"
             )
         if state.live_memory + quota > limits.max_total_memory:
             raise MemoryQuotaExceeded(state.live_memory + quota, limits.max_total_memory)
+        over = self._host_room(owner, 0, "a new sandbox", held)
+        if over is not None:
+            raise over

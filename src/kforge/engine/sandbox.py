@@ -46,14 +46,25 @@ from kforge.machine import Delivery, Machine
 from kforge.wire import U64, Schema
 
 __all__ = [
+    "LOG_ENTRY_BYTES",
     "MAX_SERVICE_NAME",
     "FinalMachine",
     "Sandbox",
     "ServiceCall",
     "ServiceRecord",
+    "delivery_bytes",
+    "dropped_bytes",
+    "held_bytes",
     "memory_used",
+    "queued_bytes",
     "recorded_call",
+    "request_bytes",
 ]
+
+
+#: What the host counts for one entry of a log or queue beyond its bytes (the objects
+#: holding it), so that many small entries weigh what they cost.
+LOG_ENTRY_BYTES: Final = 128
 
 
 def memory_used(machine: Machine) -> int:
@@ -79,18 +90,28 @@ class Sandbox:
     program it was linked into at creation.  ``scheduled`` is true while the
     scheduler owns its execution (after ``exec_start``); a sandbox driven by
     ``step`` is not scheduled.
+
+    ``host_bytes`` is what the host holds for the live sandbox beyond its memory
+    quota (its request's input, its delivery and I/O logs, calls queued for its
+    service), counted against its host-memory budget; 0 once it has stopped.
+    ``run_digest`` is set when its stopped run went to the engine's archive
+    (:mod:`kforge.engine.archive`): the output, the delivery log and the I/O log
+    are then read from there, and ``output_length`` is the output's length.
     """
 
     __slots__ = (
         "access",
         "final",
+        "host_bytes",
         "id",
         "io_log",
         "machine",
+        "output_length",
         "program",
         "request",
         "reserved_ticks",
         "result",
+        "run_digest",
         "scheduled",
         "service",
         "started",
@@ -114,6 +135,9 @@ class Sandbox:
         self.final: FinalMachine | None = None
         #: The service this sandbox runs, if it was made one.
         self.service: ServiceRecord | None = None
+        self.host_bytes = 0
+        self.run_digest: Hash256 | None = None
+        self.output_length = 0
 
     @property
     def owner(self) -> AgentId:
@@ -169,6 +193,49 @@ class Sandbox:
             machine.ticks_used, memory_used(machine), machine.pc, tuple(machine.deliveries)
         )
         self.machine = None
+
+
+def request_bytes(request: CreateSandbox) -> int:
+    """What a creation request makes the host hold for its sandbox: its input (also queued
+    on stdin) and its environment."""
+    environment = request.environment or {}
+    return (
+        LOG_ENTRY_BYTES
+        + len(request.input)
+        + sum(len(key) + len(value) for key, value in environment.items())
+    )
+
+
+def delivery_bytes(data: bytes, request: bytes | None = None) -> int:
+    """What one delivery makes the host hold: the message (queued, then in the delivery
+    log) and, for a host call's reply, the request in the I/O log."""
+    logged = len(request) + LOG_ENTRY_BYTES if request is not None else 0
+    return len(data) + LOG_ENTRY_BYTES + logged
+
+
+def dropped_bytes(request: bytes, reply: bytes) -> int:
+    """What a host call logged without a delivery makes the host hold (its I/O log entry)."""
+    return len(request) + len(reply) + LOG_ENTRY_BYTES
+
+
+def queued_bytes(data: bytes) -> int:
+    """What one call waiting in a service's queue makes the host hold for the service."""
+    return len(data) + LOG_ENTRY_BYTES
+
+
+def held_bytes(sandbox: Sandbox) -> int:
+    """What the host holds for a live sandbox (``Sandbox.host_bytes``): its request, its
+    delivery log (holding its unread messages), its I/O log, its service's queued calls.
+
+    Applying records keeps this count as they go; a restored snapshot counts it here.
+    """
+    held = request_bytes(sandbox.request)
+    held += sum(delivery_bytes(delivery.data) for delivery in sandbox.deliveries)
+    for call in sandbox.io_log or ():
+        held += len(call.request) + LOG_ENTRY_BYTES + (0 if call.delivered else len(call.reply))
+    if sandbox.service is not None:
+        held += sum(queued_bytes(call.data) for call in sandbox.service.queue)
+    return held
 
 
 MAX_SERVICE_NAME: Final = 255

@@ -45,7 +45,13 @@ from kforge.engine.records import (
     SandboxForgotten,
     SandboxStopped,
 )
-from kforge.engine.sandbox import Sandbox, ServiceCall, ServiceRecord
+from kforge.engine.sandbox import (
+    Sandbox,
+    ServiceCall,
+    ServiceRecord,
+    delivery_bytes,
+    request_bytes,
+)
 from kforge.isa import DEFAULT_GRANTS, Channel
 from kforge.link import link, link_cost
 from kforge.machine import MachineState, granted_channels, plan_memory
@@ -193,7 +199,14 @@ class Sandboxes:
                 f"{request.deadline_ms} ms is over the engine's limit of "
                 f"{round(limits.max_deadline * 1000)} ms",
             )
-        self.ctx.policy.admit_sandbox(request.owner, request.memory_quota or 0)
+        if len(request.input) > limits.message_limit:
+            raise InvalidRequest(
+                "input",
+                f"{len(request.input)} bytes is over the message limit of {limits.message_limit}",
+            )
+        self.ctx.policy.admit_sandbox(
+            request.owner, request.memory_quota or 0, request_bytes(request)
+        )
 
     # ------------------------------------------------------------------ reading
 
@@ -220,35 +233,49 @@ class Sandboxes:
         ]
 
     async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
-        """Every host call the sandbox made, in order, with its tick count."""
-        return tuple(self.authorized(sandbox_id, requester, Action.READ_SANDBOX).io_log or ())
+        """Every host call the sandbox made, in order, with its tick count (a service's:
+        those of the call under way)."""
+        sandbox = self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
+        return self.ctx.state.run_logs(sandbox).io_log
 
-    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
-        """The sandbox's stdout (channel 0) from byte ``offset`` on: so far, or all once stopped.
+    async def output(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> tuple[bytes, int]:
+        """The sandbox's stdout (channel 0) from byte ``offset`` on, at most ``limit`` bytes
+        (``None``: all), and the output's length: so far, or all once stopped.
 
         Works in every state: a live sandbox's output as written up to now
-        (between slices), a stopped one's ``ExecResult.output``.  Output only
-        grows, so a reader follows it by passing the number of bytes it
-        already has as ``offset``; ``offset`` equal to the length gives
-        ``b""``.  The owner, a ``status`` grant or the operator (``PermissionDenied``);
+        (between slices), a stopped one's ``ExecResult.output`` (read from the
+        engine's archive when it went there: a slice, never the whole).  Output
+        only grows, so a reader follows it by passing the number of bytes it
+        already has as ``offset``; ``offset`` equal to the length gives ``b""``.
+        The owner, a ``status`` grant or the operator (``PermissionDenied``);
         ``SandboxNotFound`` for an unknown id; ``InvalidRequest`` (field
-        ``offset``) for an offset that is not an integer in 0..length.
+        ``offset`` or ``limit``) for one that is not an integer in range.
         """
         sandbox = self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
+        state = self.ctx.state
         machine = sandbox.machine
-        if machine is not None:
-            written: bytes | bytearray = machine.stdout
-        elif sandbox.result is not None:
-            written = sandbox.result.output
-        else:
-            written = b""
+        length = len(machine.stdout) if machine is not None else state.output_length(sandbox)
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise InvalidRequest("offset", f"expected an integer, got {type(offset).__name__}")
-        if not 0 <= offset <= len(written):
+        if not 0 <= offset <= length:
             raise InvalidRequest(
-                "offset", f"{offset} is outside 0..{len(written)} (the output's length so far)"
+                "offset", f"{offset} is outside 0..{length} (the output's length so far)"
             )
-        return bytes(written[offset:])
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidRequest("limit", f"expected an integer, got {type(limit).__name__}")
+        if limit is not None and limit < 0:
+            raise InvalidRequest("limit", f"{limit} is negative")
+        end = length if limit is None else min(length, offset + limit)
+        if machine is not None:
+            return bytes(machine.stdout[offset:end]), length
+        return state.run_output(sandbox, offset, end - offset), length
 
     async def wait(
         self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
@@ -259,8 +286,9 @@ class Sandboxes:
             if requester is None
             else self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
         )
-        if sandbox.result is not None:
-            return sandbox.result
+        result = self.ctx.state.full_result(sandbox)
+        if result is not None:
+            return result
         future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(sandbox.id, []).append(future)
         return await asyncio.wait_for(future, timeout)
@@ -350,15 +378,30 @@ class Sandboxes:
         data = ctx.limits.check_message(data)
         if sandbox.state.is_final or sandbox.machine is None:
             raise InvalidState(sandbox.state, "deliver")
+        over = ctx.policy.host_room(sandbox, delivery_bytes(data))
+        if over is not None:
+            raise over
         self.deliver_machine(sandbox, channel, data)
         ctx.commit()
+
+    def within_budget(self, sandbox: Sandbox, size: int) -> bool:
+        """Whether the host may hold ``size`` more bytes for the sandbox, for something the
+        sandbox itself caused (a reply to its own host call, an answer to its own
+        service call, a message it sent where nobody listens).  When it may not, the
+        sandbox is stopped: ``HOST_MEMORY_EXCEEDED``."""
+        if self.ctx.policy.host_room(sandbox, size) is None:
+            return True
+        self.finalize(sandbox, SandboxState.HOST_MEMORY_EXCEEDED)
+        return False
 
     def deliver_machine(
         self, sandbox: Sandbox, channel: int, data: bytes, call: tuple[bytes, int] | None = None
     ) -> None:
         """Deliver to the sandbox's machine (recorded) and wake it.
 
-        ``call`` is the (request, status) of a host call whose reply this is.
+        ``call`` is the (request, status) of a host call whose reply this is.  The
+        caller has made sure the host may hold it (:meth:`within_budget`,
+        ``policy.host_room``).
         """
         machine = sandbox.machine
         assert machine is not None
@@ -433,17 +476,22 @@ class Sandboxes:
                 killed_by,
             )
         )
-        result = sandbox.result
-        assert result is not None
         self.watch_retention(sandbox)
-        self._keep_stopped_within_limit(sandbox.owner)
+        waiters = self._waiters.pop(sandbox.id, ())
+        notify = self._notify.pop(sandbox.id, ())
+        summary = sandbox.result  # without its output when that went to the archive
+        assert summary is not None
         if service is not None and self.on_service_stopped is not None:
-            self.on_service_stopped(service, result, ticks, current, queued)
-        for waiter in self._waiters.pop(sandbox.id, ()):
-            if not waiter.done():
-                waiter.set_result(result)
-        for recipient, reply_to in self._notify.pop(sandbox.id, ()):
-            ctx.mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
+            self.on_service_stopped(service, summary, ticks, current, queued)
+        if waiters or notify:
+            result = ctx.state.full_result(sandbox)
+            assert result is not None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(result)
+            for recipient, reply_to in notify:
+                ctx.mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
+        self._keep_stopped_within_limit(sandbox.owner)
 
     def cancel_waiting(self) -> None:
         """Cancel every wait for a result (the engine stops, its sandboxes are left running)."""

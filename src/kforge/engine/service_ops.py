@@ -31,7 +31,7 @@ from kforge.engine.models import (
     ServiceResult,
     ServiceState,
 )
-from kforge.engine.policy import Action
+from kforge.engine.policy import Action, OverLimit
 from kforge.engine.records import (
     AllocationGranted,
     CallAnswered,
@@ -45,7 +45,14 @@ from kforge.engine.records import (
     ServiceSettled,
     ServiceSuspended,
 )
-from kforge.engine.sandbox import MAX_SERVICE_NAME, ServiceCall, ServiceRecord
+from kforge.engine.sandbox import (
+    MAX_SERVICE_NAME,
+    ServiceCall,
+    ServiceRecord,
+    delivery_bytes,
+    dropped_bytes,
+    queued_bytes,
+)
 from kforge.engine.sandboxes import Sandboxes
 from kforge.host import HostError, Status, service_answer_frame
 from kforge.isa import GRANTABLE_CHANNELS, Channel
@@ -245,6 +252,9 @@ class Services:
                 f"service {service_id} has no endpoint {bytes(endpoint)!r} (it has {names})",
             )
         data = ctx.limits.check_message(data)
+        over = ctx.policy.host_room(service.sandbox, queued_bytes(data))
+        if over is not None:
+            raise over
         number = ctx.state.call_counter + 1
         ctx.transitions.record(
             CallQueued(
@@ -281,6 +291,8 @@ class Services:
         except InvalidRequest as error:
             status = Status.NOT_FOUND if error.field == "endpoint" else Status.TOO_LARGE
             raise HostError(status, error.reason) from None
+        except OverLimit as error:
+            raise HostError(Status.INSUFFICIENT, str(error)) from None
         return call.number
 
     def pump(self, service: ServiceRecord) -> None:
@@ -318,6 +330,8 @@ class Services:
         call = service.current
         ticks = machine.ticks_used
         if call is None or call.endpoint.channel != channel:
+            if not self.sandboxes.within_budget(service.sandbox, dropped_bytes(data, b"")):
+                return
             self.ctx.transitions.record(
                 HostCallDropped(service.sandbox.id, ticks, channel, data, b"", int(Status.DENIED))
             )
@@ -374,7 +388,9 @@ class Services:
         if len(body) > room:
             status, body = Status.TOO_LARGE, b"the service's answer exceeds the message limit"
         frame = service_answer_frame(call.service_id, call.number, status, ticks, body[:room])
-        if Channel.INTER_SANDBOX in machine.grants:
+        if Channel.INTER_SANDBOX in machine.grants and self.sandboxes.within_budget(
+            caller, delivery_bytes(frame)
+        ):
             self.sandboxes.deliver_machine(caller, Channel.INTER_SANDBOX, frame)
 
     def _stopped(

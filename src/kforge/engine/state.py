@@ -16,8 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final, Protocol
 
+from msgspec.structs import replace
+
 from kforge.accounting import Account, Ledger
-from kforge.core import AgentId, Hash256, SandboxNotFound, ServiceNotFound
+from kforge.core import AgentId, Hash256, SandboxNotFound, ServiceNotFound, StateCorrupted
+from kforge.engine.archive import (
+    KEEP_IN_MEMORY,
+    ArchivedLogs,
+    MemoryArchive,
+    RunArchive,
+    decode_logs,
+    encode_logs,
+    run_digest,
+)
 from kforge.engine.models import (
     CreateSandbox,
     Endpoint,
@@ -27,7 +38,14 @@ from kforge.engine.models import (
     SandboxState,
     ServiceState,
 )
-from kforge.engine.sandbox import FinalMachine, Sandbox, ServiceCall, ServiceRecord, recorded_call
+from kforge.engine.sandbox import (
+    FinalMachine,
+    Sandbox,
+    ServiceCall,
+    ServiceRecord,
+    held_bytes,
+    recorded_call,
+)
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.snapshot import checkpoint, restore
@@ -41,7 +59,7 @@ __all__ = [
     "StateSnapshot",
 ]
 
-SNAPSHOT_VERSION: Final = 2
+SNAPSHOT_VERSION: Final = 3
 
 
 class ProgramSource(Protocol):
@@ -68,6 +86,9 @@ class SandboxSnapshot(Schema, frozen=True):
     result: ExecResult | None
     final: FinalMachine | None
     machine: bytes | None
+    #: Set when the stopped run is in the archive (its output and logs are not here).
+    run_digest: Hash256 | None = None
+    output_length: U64 = 0
 
 
 class CallSnapshot(Schema, frozen=True):
@@ -117,27 +138,35 @@ class StateSnapshot(Schema, frozen=True):
 class Holdings:
     """What one owner's live sandboxes hold of the engine's pools."""
 
-    __slots__ = ("count", "memory")
+    __slots__ = ("count", "host_bytes", "memory")
 
     def __init__(self) -> None:
         self.count = 0
         self.memory = 0
+        self.host_bytes = 0
 
     @property
     def empty(self) -> bool:
-        return self.count == 0 and self.memory == 0
+        return self.count == 0 and self.memory == 0 and self.host_bytes == 0
 
 
 class EngineState:
     """Sandboxes, services, counters and tallies of one engine."""
 
     def __init__(
-        self, programs: ProgramSource, runner: TierRunner, ledger: Ledger, message_limit: int
+        self,
+        programs: ProgramSource,
+        runner: TierRunner,
+        ledger: Ledger,
+        message_limit: int,
+        archive: RunArchive | None = None,
     ) -> None:
         self.programs = programs
         self.runner = runner
         self.ledger = ledger
         self.message_limit = message_limit
+        #: Where stopped runs larger than ``KEEP_IN_MEMORY`` go (``kforge.engine.archive``).
+        self.archive: RunArchive = archive if archive is not None else MemoryArchive()
         self.sandboxes: dict[Hash256, Sandbox] = {}
         self.services: dict[Hash256, ServiceRecord] = {}
         #: The last sandbox, service and call numbers handed out.
@@ -148,6 +177,7 @@ class EngineState:
         self.events = 0
         self._live_count = 0
         self._live_memory = 0
+        self._host_bytes = 0
         #: What each owner's live sandboxes hold (owners holding nothing are not kept).
         self._holdings: dict[AgentId, Holdings] = {}
         #: Each owner's stopped sandboxes still kept, oldest first.
@@ -190,6 +220,16 @@ class EngineState:
         held = self._holdings.get(owner)
         return held.count if held is not None else 0
 
+    @property
+    def host_bytes(self) -> int:
+        """What the host holds for all live sandboxes (``Sandbox.host_bytes``), summed."""
+        return self._host_bytes
+
+    def host_bytes_of(self, owner: AgentId) -> int:
+        """What the host holds for ``owner``'s live sandboxes."""
+        held = self._holdings.get(owner)
+        return held.host_bytes if held is not None else 0
+
     def live_memory_of(self, owner: AgentId) -> int:
         """The memory quotas of ``owner``'s live sandboxes, summed."""
         held = self._holdings.get(owner)
@@ -230,6 +270,21 @@ class EngineState:
             kept.pop(sandbox_id, None)
             if not kept:
                 del self._stopped[sandbox.owner]
+        if sandbox.run_digest is not None:
+            self.archive.discard(sandbox_id)
+
+    def hold(self, sandbox: Sandbox, delta: int) -> None:
+        """The host holds ``delta`` more bytes for ``sandbox`` (fewer when negative)."""
+        if not delta:
+            return
+        sandbox.host_bytes += delta
+        self._host_bytes += delta
+        held = self._holdings.get(sandbox.owner)
+        if held is None:
+            held = self._holdings[sandbox.owner] = Holdings()
+        held.host_bytes += delta
+        if held.empty:
+            del self._holdings[sandbox.owner]
 
     def count_live(self, sandbox: Sandbox, delta: int) -> None:
         quota = delta * (sandbox.request.memory_quota or 0)
@@ -242,6 +297,67 @@ class EngineState:
         held.memory += quota
         if held.empty:
             del self._holdings[sandbox.owner]
+
+    # ------------------------------------------------------------------ stopped runs
+
+    def put_away(self, sandbox: Sandbox) -> None:
+        """A sandbox has stopped (its machine frozen): the host holds nothing more for it,
+        and a run larger than ``KEEP_IN_MEMORY`` goes to the archive (apply only)."""
+        self.hold(sandbox, -sandbox.host_bytes)
+        result, final = sandbox.result, sandbox.final
+        assert result is not None and final is not None
+        io_log = tuple(sandbox.io_log or ())
+        size = (
+            len(result.output)
+            + sum(len(delivery.data) for delivery in final.deliveries)
+            + sum(len(call.request) + len(call.reply) for call in io_log)
+        )
+        if size <= KEEP_IN_MEMORY:
+            return
+        logs = encode_logs(ArchivedLogs(final.deliveries, io_log))
+        self.archive.put(sandbox.id, result.output, logs)
+        sandbox.run_digest = run_digest(result.output, logs)
+        sandbox.output_length = len(result.output)
+        sandbox.result = replace(result, output=b"")
+        sandbox.final = replace(final, deliveries=())
+        sandbox.io_log = None
+
+    def run_output(self, sandbox: Sandbox, offset: int = 0, limit: int | None = None) -> bytes:
+        """A stopped sandbox's output from ``offset`` on (at most ``limit`` bytes), from
+        memory or the archive."""
+        if sandbox.run_digest is None:
+            output = sandbox.result.output if sandbox.result is not None else b""
+            return output[offset : None if limit is None else offset + limit]
+        found = self.archive.output(sandbox.id, offset, limit)
+        if found is None:
+            raise StateCorrupted("run archive", f"the run of sandbox {sandbox.id} is missing")
+        return found
+
+    def output_length(self, sandbox: Sandbox) -> int:
+        """The length of a stopped sandbox's output."""
+        if sandbox.run_digest is not None:
+            return sandbox.output_length
+        return len(sandbox.result.output) if sandbox.result is not None else 0
+
+    def run_logs(self, sandbox: Sandbox) -> ArchivedLogs:
+        """The sandbox's delivery log and I/O log, live or stopped, from memory or the archive
+        (an archived run is checked against its digest)."""
+        if sandbox.run_digest is None:
+            return ArchivedLogs(tuple(sandbox.deliveries), tuple(sandbox.io_log or ()))
+        raw = self.archive.logs(sandbox.id)
+        output = self.run_output(sandbox)
+        if raw is None or run_digest(output, raw) != sandbox.run_digest:
+            raise StateCorrupted(
+                "run archive", f"the run of sandbox {sandbox.id} is missing or altered"
+            )
+        return decode_logs(sandbox.id, raw)
+
+    def full_result(self, sandbox: Sandbox) -> ExecResult | None:
+        """The sandbox's result with its whole output (read back when archived)."""
+        result = sandbox.result
+        if result is None or sandbox.run_digest is None:
+            return result
+        return replace(result, output=self.run_output(sandbox))
 
     # ------------------------------------------------------------------ as one value
 
@@ -271,6 +387,8 @@ class EngineState:
             self.add(_sandbox_from(values, self._lookup))
         for service in snapshot.services:
             _service_from(self, service)
+        for sandbox in self.live_sandboxes():
+            self.hold(sandbox, held_bytes(sandbox))
 
     def _lookup(self, program_id: Hash256) -> ForgeProgram | None:
         try:
@@ -315,6 +433,8 @@ def _sandbox_snapshot(sandbox: Sandbox) -> SandboxSnapshot:
         machine=checkpoint(sandbox.machine, include_program=False)
         if sandbox.machine is not None
         else None,
+        run_digest=sandbox.run_digest,
+        output_length=sandbox.output_length,
     )
 
 
@@ -330,6 +450,8 @@ def _sandbox_from(values: SandboxSnapshot, lookup: object) -> Sandbox:
         sandbox.io_log = list(values.io_log)
     sandbox.result = values.result
     sandbox.final = values.final
+    sandbox.run_digest = values.run_digest
+    sandbox.output_length = values.output_length
     if values.machine is not None:
         sandbox.machine = restore(values.machine, lookup)  # type: ignore[arg-type]
     return sandbox

@@ -54,10 +54,13 @@ Milliseconds = Annotated[int, msgspec.Meta(ge=1)]
 class SandboxState(Enum):
     """Where a sandbox is in its life.
 
-    ``CREATED → READY → RUNNING ↔ BLOCKED → HALTED | FAULTED | KILLED | DEADLINE_EXCEEDED``.
-    CREATED lasts only while ``create_sandbox`` builds the machine.
-    DEADLINE_EXCEEDED is the engine's own outcome: the execution ran past its
-    wall-clock deadline (it is not a machine fault, so it has no fault code).
+    ``CREATED → READY → RUNNING ↔ BLOCKED → HALTED | FAULTED | KILLED | DEADLINE_EXCEEDED
+    | HOST_MEMORY_EXCEEDED``.  CREATED lasts only while ``create_sandbox`` builds the
+    machine.  The last two are the engine's own outcomes, not machine faults (so
+    they have no fault code): DEADLINE_EXCEEDED, the execution ran past its
+    wall-clock deadline, or the sandbox waited too long to be started;
+    HOST_MEMORY_EXCEEDED, what the host would have held for the sandbox (the
+    replies to its host calls, its logs) went past its host-memory budget.
     """
 
     CREATED = "CREATED"
@@ -68,6 +71,7 @@ class SandboxState(Enum):
     FAULTED = "FAULTED"
     KILLED = "KILLED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    HOST_MEMORY_EXCEEDED = "HOST_MEMORY_EXCEEDED"
 
     @property
     def is_final(self) -> bool:
@@ -84,6 +88,7 @@ _FINAL: Final = frozenset(
         SandboxState.FAULTED,
         SandboxState.KILLED,
         SandboxState.DEADLINE_EXCEEDED,
+        SandboxState.HOST_MEMORY_EXCEEDED,
     }
 )
 

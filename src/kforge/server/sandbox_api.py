@@ -127,11 +127,10 @@ async def output(ctx: Context) -> tuple[int, Any]:
     offset = query_integer(ctx, "offset", 0, 0, 2**63 - 1)
     limit = query_integer(ctx, "limit", OUTPUT_CHUNK, 1, OUTPUT_CHUNK)
     info = await ctx.state.engine.sandbox_status(sandbox_id, ctx.agent)
-    data = await ctx.state.engine.output(sandbox_id, ctx.agent, offset=offset)
-    chunk = data[:limit]
-    return 200, OutputChunk(
-        sandbox_id, info.state, offset, offset + len(chunk), offset + len(data), chunk
+    chunk, length = await ctx.state.engine.output_chunk(
+        sandbox_id, ctx.agent, offset=offset, limit=limit
     )
+    return 200, OutputChunk(sandbox_id, info.state, offset, offset + len(chunk), length, chunk)
 
 
 async def run_record(ctx: Context) -> tuple[int, Any]:

@@ -1,0 +1,276 @@
+"""Every byte a sandbox makes the host hold counts against a bound, and is let go when it stops.
+
+The attack: a sandbox with a 200 KB quota issued 5,000 vault GETs of a 64 KiB
+object; the replies sat in its I/O log, delivery log and inbound queue, none of
+which counted, so the server's memory grew by 320 MB and stayed after the
+sandbox halted.  Now the host's bytes for a sandbox are counted
+(``Sandbox.host_bytes``) against its budget, its owner's share and the
+engine's total; a sandbox whose own host calls would pass them stops
+``HOST_MEMORY_EXCEEDED``; a stopped sandbox's run goes to the archive on disk
+and the memory is let go, and replay from the archive is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import struct
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from kforge.core import EventKind, Hash256, StateCorrupted
+from kforge.engine import CreateSandbox, Endpoint, Engine, EngineLimits, SandboxState, Service
+from kforge.engine.archive import SqliteArchive
+from kforge.engine.policy import OverLimit
+from kforge.host import Status, parse_reply
+from kforge.proofs import verify_proof
+from test_engine_support import OTHER, OWNER, create, open_engine, put, run
+
+OBJECT = bytes(range(256)) * 250  # 64,000 bytes: a reply within the 64 KiB message limit
+
+#: Reads a vault GET request (op and id) on stdin, then sends it ``count`` times (the
+#: first 8 bytes of stdin after the request, little-endian), reading each reply.
+GETS = """
+        LI   r2, 64
+        RECV 2, r3, r253, r2
+        LI   r8, 33
+        ADD  r10, r253, r8
+        LOADW r5, r10, 0
+        LI   r6, 1
+        LI   r7, 65536
+        LI   r8, 4096
+        ADD  r9, r253, r8
+        LI   r3, 33
+again:  JZ   r5, done
+        SEND 3, r253, r3
+        RECV 3, r4, r9, r7
+        SUB  r5, r5, r6
+        JMP  again
+done:   HALT
+"""
+
+#: GETS, then waiting on stdin before it halts (holding its logs meanwhile).
+GETS_THEN_WAIT = GETS.replace("done:   HALT", "done:   RECV 2, r3, r253, r2\n        HALT")
+
+QUOTA = 200 * 1024
+
+
+def gets(object_id: Hash256, count: int) -> bytes:
+    return b"\x01" + object_id.raw + struct.pack("<Q", count)
+
+
+def test_the_attack_stops_at_the_sandboxes_budget_and_lets_go_of_everything() -> None:
+    """5,000 GETs of 64 KB: the sandbox stops at its budget (16 MiB), never the 320 MB it
+    asked for, and once stopped the engine holds none of it in memory."""
+
+    async def body() -> None:
+        async with open_engine() as engine:
+            object_id = engine.vault.put(OBJECT)
+            faulted = engine.bus.subscribe([EventKind.SANDBOX_FAULTED])
+            tracemalloc.start()
+            try:
+                before, _ = tracemalloc.get_traced_memory()
+                sandbox = await create(
+                    engine,
+                    GETS,
+                    memory_quota=QUOTA,
+                    grants=frozenset({3}),
+                    input=gets(object_id, 5000),
+                )
+                peak_held = 0
+                hold = engine.state.hold
+
+                def observe(sandbox: object, delta: int) -> None:
+                    nonlocal peak_held
+                    hold(sandbox, delta)  # type: ignore[arg-type]
+                    peak_held = max(peak_held, engine.state.host_bytes)
+
+                engine.state.hold = observe  # type: ignore[method-assign]
+                await engine.exec_start(sandbox, OWNER)
+                result = await engine.wait(sandbox, timeout=60)
+                gc.collect()
+                after, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            budget = engine.limits.max_host_bytes_per_sandbox
+            assert result.state is SandboxState.HOST_MEMORY_EXCEEDED
+            assert faulted.events()[0].payload["fault_name"] == "HOST_MEMORY_EXCEEDED"
+            assert 0 < peak_held <= budget
+            assert engine.state.host_bytes == 0
+            # never the 320 MB the sandbox asked for: at most the budget, and the copies made
+            # for a moment while the run is written to the archive
+            assert peak - before < 5 * budget
+            assert after - before < 2 * 1024 * 1024  # and nothing of it once stopped
+            calls = await engine.io_log(sandbox, OWNER)  # read back from the archive
+            assert 200 < len(calls) < 300
+            assert parse_reply(calls[0].reply) == (Status.OK, 1, OBJECT)
+
+    run(body)
+
+
+def test_a_run_within_its_budget_goes_to_the_archive_and_replays_exactly() -> None:
+    async def body() -> None:
+        async with open_engine() as engine:
+            object_id = engine.vault.put(OBJECT)
+            sandbox = await create(
+                engine, GETS, memory_quota=QUOTA, grants=frozenset({3}), input=gets(object_id, 40)
+            )
+            await engine.exec_start(sandbox, OWNER)
+            assert (await engine.wait(sandbox, timeout=30)).state is SandboxState.HALTED
+            kept = engine.state.sandbox(sandbox)
+            assert kept.run_digest is not None  # archived: nothing of the run in memory
+            assert kept.io_log is None and kept.final is not None and kept.final.deliveries == ()
+            record = await engine.run_record(sandbox, OWNER)
+            assert len(record.deliveries) == 40
+            proof = await engine.request_proof(sandbox, OWNER)
+            program = engine.programs.load(kept.program)
+            verify_proof(proof, program, record, engine.signer.public_raw)
+
+    run(body)
+
+
+def test_the_owners_share_and_the_engines_total_bound_many_sandboxes() -> None:
+    async def body() -> None:
+        limits = EngineLimits(
+            max_host_bytes_per_sandbox=1 << 20,
+            max_host_bytes_per_owner=3 << 19,  # one and a half sandboxes' worth
+            max_host_bytes=4 << 20,
+        )
+        async with open_engine(limits=limits) as engine:
+            object_id = engine.vault.put(OBJECT)
+            first, second = [
+                await create(
+                    engine,
+                    GETS_THEN_WAIT,
+                    memory_quota=QUOTA,
+                    grants=frozenset({3}),
+                    input=gets(object_id, 14),
+                )
+                for _ in range(2)
+            ]
+            await engine.exec_start(first, OWNER)
+            await engine.exec_start(second, OWNER)
+            states = [(await engine.sandbox_status(s, OWNER)).state for s in (first, second)]
+            while SandboxState.RUNNING in states or SandboxState.READY in states:
+                await asyncio.sleep(0.01)
+                states = [(await engine.sandbox_status(s, OWNER)).state for s in (first, second)]
+            outcomes = set(states)
+            assert outcomes == {SandboxState.BLOCKED, SandboxState.HOST_MEMORY_EXCEEDED}
+            assert engine.state.host_bytes_of(OWNER) <= 3 << 19
+
+    run(body)
+
+
+def test_what_others_send_is_refused_not_charged_to_the_recipient() -> None:
+    """An agent delivering, or a sandbox sending, past a recipient's budget is refused; the
+    recipient is not stopped for what it did not ask for."""
+
+    async def body() -> None:
+        limits = EngineLimits(max_host_bytes_per_sandbox=64 * 1024)
+        async with open_engine(limits=limits) as engine:
+            waiting = """
+                LI r2, 8
+                RECV 2, r3, r253, r2
+                RECV 2, r3, r253, r2
+                HALT
+            """
+            sandbox = await create(engine, waiting)
+            await engine.exec_start(sandbox, OWNER)
+            await engine.deliver(sandbox, 2, bytes(30_000), OWNER)
+            with pytest.raises(OverLimit) as refused:
+                for _ in range(3):
+                    await engine.deliver(sandbox, 2, bytes(30_000), OWNER)
+            assert refused.value.limit == "max_host_bytes_per_sandbox"
+            assert (await engine.sandbox_status(sandbox, OWNER)).state.is_live
+
+    run(body)
+
+
+def test_a_peer_flooding_a_sandbox_is_refused_with_insufficient() -> None:
+    async def body() -> None:
+        limits = EngineLimits(max_host_bytes_per_sandbox=64 * 1024)
+        async with open_engine(limits=limits) as engine:
+            listener = await create(
+                engine,
+                "LI r2, 8\n RECV 2, r3, r253, r2\n RECV 2, r3, r253, r2\n HALT",
+                grants=frozenset({7}),
+                accept_from=frozenset({OTHER}),
+            )
+            await engine.exec_start(listener, OWNER)
+            statuses = []
+            for _ in range(4):
+                try:
+                    engine.send_to_peer(Hash256(bytes(32)), OTHER, listener, bytes(30_000))
+                    statuses.append(Status.OK)
+                except Exception as error:
+                    statuses.append(getattr(error, "status", None))
+            assert statuses[0] == Status.OK and Status.INSUFFICIENT in statuses
+            assert (await engine.sandbox_status(listener, OWNER)).state.is_live
+
+    run(body)
+
+
+def test_a_long_lived_service_keeps_within_its_budget_call_after_call() -> None:
+    """A service's logs start afresh with each call, so it answers any number of calls."""
+
+    echo = """
+    again:  LI   r2, 65536
+            RECV 3, r3, r253, r2
+            SEND 3, r253, r3
+            JMP  again
+    """
+
+    async def body() -> None:
+        limits = EngineLimits(max_host_bytes_per_sandbox=512 * 1024)
+        async with open_engine(limits=limits) as engine:
+            sandbox = await create(
+                engine, echo, persistent=True, grants=frozenset({3}), memory_quota=QUOTA
+            )
+            service = await engine.create_service(
+                Service(OWNER, sandbox, b"echo", 10**9, endpoints=(Endpoint(b"e", 3),))
+            )
+            payload = bytes(60_000)
+            for _ in range(40):  # 2.4 MB through a service whose budget is 512 KiB
+                result = await engine.call_service(service, b"e", payload, OTHER)
+                assert result.data == payload
+            assert engine.state.sandbox(sandbox).host_bytes < 512 * 1024
+
+    run(body)
+
+
+def test_a_durable_engine_reads_archived_runs_after_a_restart(tmp_path: Path) -> None:
+    async def first() -> Hash256:
+        async with Engine(data_dir=tmp_path, durable=True, standalone=True) as engine:
+            object_id = engine.vault.put(OBJECT)
+            code = await put(engine, GETS)
+            sandbox = await engine.create_sandbox(
+                CreateSandbox(
+                    OWNER, code, QUOTA, 10**6, input=gets(object_id, 5), grants=frozenset({3})
+                )
+            )
+            await engine.exec_start(sandbox, OWNER)
+            await engine.wait(sandbox, timeout=30)
+            await engine.snapshot()
+            return sandbox
+
+    async def second(sandbox: Hash256) -> None:
+        async with Engine(data_dir=tmp_path, durable=True, standalone=True) as engine:
+            assert engine.state.sandbox(sandbox).run_digest is not None
+            assert len((await engine.run_record(sandbox, OWNER)).deliveries) == 5
+            assert len(await engine.io_log(sandbox, OWNER)) == 5
+
+    sandbox = run(first)
+    run(lambda: second(sandbox))
+    archive = SqliteArchive(tmp_path / "runs.sqlite3")
+    archive.collect([])  # the run is lost from the disk: only its readers are refused
+    archive.close()
+
+    async def third() -> None:
+        async with Engine(data_dir=tmp_path, durable=True, standalone=True) as engine:
+            with pytest.raises(StateCorrupted, match="missing"):
+                await engine.io_log(sandbox, OWNER)
+            assert (await engine.sandbox_status(sandbox, OWNER)).state is SandboxState.HALTED
+
+    run(third)
