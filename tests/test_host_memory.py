@@ -14,19 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 import struct
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from kforge.core import EventKind, Hash256, StateCorrupted
+from kforge.asm import assemble
+from kforge.cli.main import write_result_json
+from kforge.core import AgentId, EventKind, Hash256, StateCorrupted
 from kforge.engine import CreateSandbox, Endpoint, Engine, EngineLimits, SandboxState, Service
 from kforge.engine.archive import SqliteArchive
 from kforge.engine.policy import OverLimit
-from kforge.host import Status, parse_reply
+from kforge.host import AgoraBoard, Status, parse_reply
+from kforge.machine import Machine
+from kforge.messages import Envelope, Mailbox
 from kforge.proofs import verify_proof
 from test_engine_support import OTHER, OWNER, create, open_engine, put, run
+from test_server_support import Agent, running_server
 
 OBJECT = bytes(range(256)) * 250  # 64,000 bytes: a reply within the 64 KiB message limit
 
@@ -274,3 +280,109 @@ def test_a_durable_engine_reads_archived_runs_after_a_restart(tmp_path: Path) ->
             assert (await engine.sandbox_status(sandbox, OWNER)).state is SandboxState.HALTED
 
     run(third)
+
+
+# ----------------------------------------------------------------- what else the host keeps
+
+
+def test_a_mailbox_is_bounded_per_recipient_and_in_all() -> None:
+    def envelope(size: int) -> Envelope:
+        return Envelope(Hash256(bytes(32)), OWNER, 0x05F0, bytes(size), 0)
+
+    box = Mailbox(maxsize=100, max_bytes=1000, max_recipients=3)
+    for _ in range(5):
+        box.post(OWNER, envelope(300))
+    assert len(box.drain(OWNER)) == 3 and box.dropped(OWNER) == 2
+    box.post(OTHER, envelope(2000))  # larger than a whole box: dropped, counted
+    assert box.get_nowait(OTHER) is None and box.dropped(OTHER) == 1
+    for index in range(10):
+        box.post(AgentId(bytes([index + 10]) * 32), envelope(10))
+    assert len(box) == 3
+    taken = Mailbox()
+    taken.post(OWNER, envelope(10))
+    assert taken.get_nowait(OWNER) is not None and len(taken) == 0  # emptied: let go
+
+
+def test_the_agora_board_is_bounded_per_publisher_and_in_all() -> None:
+    board = AgoraBoard(max_topics=2, max_bytes=10_000, max_bytes_per_publisher=4_000)
+    board.publish(b"t", OWNER, bytes(3_000))
+    with pytest.raises(OverflowError, match="published"):
+        board.publish(b"t", OWNER, bytes(1_000))
+    board.publish(b"u", OTHER, bytes(3_000))
+    with pytest.raises(OverflowError, match="topics"):
+        board.publish(b"v", OTHER, b"x")
+    assert board.size <= 10_000
+
+
+def test_debug_sessions_draw_on_a_bounded_pool() -> None:
+    """The attack: 10 debug sessions of 64 MiB each added 640 MiB in 1.4 s."""
+    with running_server() as live:
+        agent = Agent(live.base_url)
+        body = {"assembly": "HALT", "memory_quota": 64 << 20}
+        assert agent.request("POST", "/v1/debug", body).status_code == 201
+        refused = agent.request("POST", "/v1/debug", body)
+        assert refused.status_code == 429 and "max_memory_per_agent" in refused.text
+        others = [Agent(live.base_url) for _ in range(4)]
+        statuses = [other.request("POST", "/v1/debug", body).status_code for other in others]
+        assert statuses == [201, 201, 201, 429]  # 256 MiB in all
+        session = agent.ok("GET", "/v1/debug")["sessions"][0]["session_id"]
+        deliver = {"channel": 2, "data_hex": "00" * 60_000}
+        statuses = [
+            agent.request("POST", f"/v1/debug/{session}/deliver", deliver).status_code
+            for _ in range(80)
+        ]
+        assert 201 not in statuses and statuses[0] == 200 and statuses[-1] == 429
+        for client in (agent, *others):
+            client.close()
+
+
+def test_a_debug_view_shows_the_end_of_a_large_output() -> None:
+    program = """
+            LI   r2, 60000
+    again:  SEND 0, r253, r2
+            JMP  again
+    """
+    with running_server() as live:
+        agent = Agent(live.base_url)
+        created = agent.ok("POST", "/v1/debug", {"assembly": program, "memory_quota": 4 << 20}, 201)
+        view = agent.ok("POST", f"/v1/debug/{created['session_id']}/run", {"max_ticks": 400})
+        assert view["stdout_length"] > 1_000_000
+        assert len(view["stdout_hex"]) // 2 == live.state.debug.limits.view_stream_bytes
+        agent.close()
+
+
+def test_kforge_run_json_writes_a_large_output_without_copying_it() -> None:
+    """The attack: a 512 MiB stdout peaked at 3.6 GB with ``--json``; the report is now
+    written 64 KiB at a time."""
+    program = assemble(
+        """
+                LI   r2, 65536
+                LI   r5, 512
+                LI   r6, 1
+        again:  JZ   r5, done
+                SEND 0, r253, r2
+                SUB  r5, r5, r6
+                JMP  again
+        done:   HALT
+        """
+    )
+    machine = Machine.load(program, memory_quota=40 << 20, tick_budget=10**6)
+    machine.run()
+    assert len(machine.stdout) == 32 << 20
+
+    class Counter(io.TextIOBase):
+        written = 0
+
+        def write(self, text: str) -> int:
+            self.written += len(text)
+            return len(text)
+
+    sink = Counter()
+    tracemalloc.start()
+    try:
+        write_result_json(machine, sink)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sink.written > 2 * (32 << 20)  # the hex and the text of the whole output
+    assert peak < 4 << 20

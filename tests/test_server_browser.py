@@ -82,7 +82,7 @@ def test_dashboard_shows_a_sandbox_go_from_running_to_halted(
     browser: Any, live: LiveServer, shots: Path
 ) -> None:
     agent = Agent(live.base_url)
-    sandbox = agent.create(TALKING_COUNT_DOWN, input=u64(600_000), budget=50_000_000)
+    sandbox = agent.create(TALKING_COUNT_DOWN, input=u64(2_000_000), budget=50_000_000)
     page = new_page(browser)
     page.goto(f"{live.base_url}/dashboard/#token={live.dev_token}")
     page.wait_for_selector(f'tr[data-id="{sandbox}"][data-state="READY"]', timeout=10_000)

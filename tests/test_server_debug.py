@@ -85,7 +85,7 @@ def test_blocked_machine_resumes_after_delivery_and_shows_io(agent: Agent) -> No
         "POST", "/v1/debug", {"assembly": COUNT_DOWN, "input_hex": u64(2).hex()}, 201
     )
     session = created["session_id"]
-    assert created["inbound"] == [{"channel": 2, "messages_hex": [u64(2).hex()]}]
+    assert created["inbound"] == [{"channel": 2, "messages_hex": [u64(2).hex()], "count": 1}]
     view = agent.ok("POST", f"/v1/debug/{session}/run", {})
     assert view["state"] == "HALTED" and bytes.fromhex(view["stdout_hex"]) == b"done"
     assert bytes.fromhex(view["memory"]["data_hex"])[:4] == b"done"

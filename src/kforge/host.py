@@ -48,6 +48,7 @@ from kforge.isa import Channel
 from kforge.storage import Vault
 
 __all__ = [
+    "AGORA_ENTRY_BYTES",
     "REPLY_HEADER",
     "AgoraAdapter",
     "AgoraBoard",
@@ -77,6 +78,8 @@ __all__ = [
 
 #: Bytes before a reply's body: status and op.
 REPLY_HEADER: Final = 2
+#: What the agora board counts for one message beyond its bytes (what holds it).
+AGORA_ENTRY_BYTES: Final = 128
 _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")
 _ID = Hash256.SIZE
@@ -320,18 +323,54 @@ class OracleAdapter:
 
 
 class AgoraBoard:
-    """Topics of messages, each message kept with the owner of the sandbox that published it."""
+    """Topics of messages, each message kept with the owner of the sandbox that published it.
 
-    def __init__(self, max_messages_per_topic: int = 100_000) -> None:
+    The board outlives the sandboxes that publish on it, so it is bounded on its
+    own: ``max_messages_per_topic`` messages a topic, ``max_topics`` topics,
+    ``max_bytes`` bytes in all (messages and topic names, each message counting
+    :data:`AGORA_ENTRY_BYTES` more for what holds it), of which one agent's
+    publications may take ``max_bytes_per_publisher``.  A publication past any of
+    them is refused (DENIED), never an older one dropped.
+    """
+
+    def __init__(
+        self,
+        max_messages_per_topic: int = 100_000,
+        *,
+        max_topics: int = 10_000,
+        max_bytes: int = 64 * 1024 * 1024,
+        max_bytes_per_publisher: int = 8 * 1024 * 1024,
+    ) -> None:
         self.max_messages_per_topic = max_messages_per_topic
+        self.max_topics = max_topics
+        self.max_bytes = max_bytes
+        self.max_bytes_per_publisher = max_bytes_per_publisher
         self.topics: dict[bytes, list[tuple[AgentId, bytes]]] = {}
+        self.size = 0
+        self._by_publisher: dict[AgentId, int] = {}
 
     def publish(self, topic: bytes, publisher: AgentId, message: bytes) -> int:
-        """Append ``message`` to ``topic``; returns its index.  Raises ``OverflowError`` when full."""
-        messages = self.topics.setdefault(topic, [])
-        if len(messages) >= self.max_messages_per_topic:
+        """Append ``message`` to ``topic``; returns its index.  Raises ``OverflowError`` when
+        the topic, the board or the publisher's share is full."""
+        messages = self.topics.get(topic)
+        size = len(message) + AGORA_ENTRY_BYTES + (len(topic) if messages is None else 0)
+        published = self._by_publisher.get(publisher, 0)
+        if messages is None and len(self.topics) >= self.max_topics:
+            raise OverflowError(f"the board holds {self.max_topics} topics, its most")
+        if messages is not None and len(messages) >= self.max_messages_per_topic:
             raise OverflowError(f"topic {topic!r} is full")
+        if self.size + size > self.max_bytes:
+            raise OverflowError(f"the board holds {self.size} of at most {self.max_bytes} bytes")
+        if published + size > self.max_bytes_per_publisher:
+            raise OverflowError(
+                f"agent {publisher} has published {published} of at most "
+                f"{self.max_bytes_per_publisher} bytes"
+            )
+        if messages is None:
+            messages = self.topics[topic] = []
         messages.append((publisher, message))
+        self.size += size
+        self._by_publisher[publisher] = published + size
         return len(messages) - 1
 
     def read(self, topic: bytes, index: int) -> tuple[AgentId, bytes] | None:

@@ -14,9 +14,11 @@ building the parser needs; each command imports the rest when it runs.
 from __future__ import annotations
 
 import argparse
+import codecs
+import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from kforge import __version__
@@ -63,14 +65,81 @@ def _text_or_none(data: bytes) -> str | None:
         return None
 
 
-def result_json(machine: Machine) -> dict[str, Any]:
+#: How much of a large output is converted at a time when it is printed (its JSON text may
+#: take six times as much: a control character is written as a six-character escape).
+_CHUNK: Final = 1 << 16
+#: How much of the output a summary shows.
+_SUMMARY_OUTPUT: Final = 64 * 1024
+
+
+def _chunks(data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    view = memoryview(data)
+    for start in range(0, len(view), _CHUNK):
+        yield view[start : start + _CHUNK]
+
+
+def _is_utf8(data: bytes | bytearray) -> bool:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for chunk in _chunks(data):
+            decoder.decode(chunk)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _json_hex(data: bytes | bytearray) -> Iterator[str]:
+    yield '"'
+    for chunk in _chunks(data):
+        yield chunk.hex()
+    yield '"'
+
+
+def _json_text(data: bytes | bytearray) -> Iterator[str]:
+    """``data`` as a JSON string (as ``json.dumps`` writes it), or null when not UTF-8."""
+    if not _is_utf8(data):
+        yield "null"
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    yield '"'
+    for chunk in _chunks(data):
+        yield json.dumps(decoder.decode(chunk))[1:-1]
+    yield json.dumps(decoder.decode(b"", final=True))[1:-1] + '"'
+
+
+def write_result_json(machine: Machine, stream: TextIO) -> None:
+    """Write :func:`result_json` of ``machine`` to ``stream`` as ``json.dumps`` would, a
+    piece at a time: the output and stderr are converted 64 KiB at a time, never
+    copied whole (a run's output may be as large as its memory quota)."""
+    fields = result_json(machine, with_streams=False)
+    streamed = {
+        "output_hex": lambda: _json_hex(machine.stdout),
+        "stderr_hex": lambda: _json_hex(machine.stderr),
+        "output_text": lambda: _json_text(machine.stdout),
+        "stderr_text": lambda: _json_text(machine.stderr),
+    }
+    stream.write("{")
+    for index, (key, value) in enumerate(fields.items()):
+        stream.write((", " if index else "") + json.dumps(key) + ": ")
+        if key in streamed:
+            for piece in streamed[key]():
+                stream.write(piece)
+        else:
+            stream.write(json.dumps(value))
+    stream.write("}\n")
+
+
+def result_json(machine: Machine, *, with_streams: bool = True) -> dict[str, Any]:
     """The result object of ``kforge run --json``.
 
     The keys up to ``flags`` are the specification's (§9); ``output_text`` and
     ``stderr_text`` repeat the bytes as text when they are valid UTF-8, else null.
+    ``with_streams=False`` leaves those four values ``None`` (keys and order kept)
+    for :func:`write_result_json`, which writes them a piece at a time.
     """
     flags = machine.flags
-    output, stderr = bytes(machine.stdout), bytes(machine.stderr)
+    output, stderr = (bytes(machine.stdout), bytes(machine.stderr)) if with_streams else (b"", b"")
     return {
         "state": machine.state.value,
         "ticks_used": machine.ticks_used,
@@ -78,8 +147,8 @@ def result_json(machine: Machine) -> dict[str, Any]:
         "fault": machine.fault.name if machine.fault is not None else None,
         "fault_detail": machine.fault_detail,
         "pc": machine.pc,
-        "output_hex": output.hex(),
-        "stderr_hex": stderr.hex(),
+        "output_hex": output.hex() if with_streams else None,
+        "stderr_hex": stderr.hex() if with_streams else None,
         "registers": {f"r{i}": value for i, value in enumerate(machine.registers) if value},
         "flags": {
             "zero": flags.zero,
@@ -87,8 +156,8 @@ def result_json(machine: Machine) -> dict[str, Any]:
             "overflow": flags.overflow,
             "halt": flags.halt,
         },
-        "output_text": _text_or_none(output),
-        "stderr_text": _text_or_none(stderr),
+        "output_text": _text_or_none(output) if with_streams else None,
+        "stderr_text": _text_or_none(stderr) if with_streams else None,
     }
 
 
@@ -198,10 +267,10 @@ class _OutputCopier:
     def __call__(self) -> None:
         stdout, stderr = self.machine.stdout, self.machine.stderr
         if len(stdout) > self.stdout_at:
-            write_bytes(sys.stdout, bytes(stdout[self.stdout_at :]))
+            write_bytes(sys.stdout, memoryview(stdout)[self.stdout_at :])
             self.stdout_at = len(stdout)
         if len(stderr) > self.stderr_at:
-            write_bytes(sys.stderr, bytes(stderr[self.stderr_at :]))
+            write_bytes(sys.stderr, memoryview(stderr)[self.stderr_at :])
             self.stderr_at = len(stderr)
 
 
@@ -257,11 +326,14 @@ def _summary(machine: Machine, out: TextIO) -> str:
     from kforge.machine import MachineState
 
     lines = []
-    output = bytes(machine.stdout)
+    output = bytes(machine.stdout[:_SUMMARY_OUTPUT])
     if output:
         text = output.decode("utf-8", "replace")
         lines.append("output:")
         lines += [f"  {line}" for line in text.splitlines() or [""]]
+        more = len(machine.stdout) - len(output)
+        if more:
+            lines.append(f"  … and {more} bytes more (the whole output: without --summary)")
     else:
         lines.append("output: (none)")
     state = paint(machine.state.value, STATE_STYLES.get(machine.state.value), out)
@@ -281,7 +353,10 @@ def _summary(machine: Machine, out: TextIO) -> str:
     set_flags = [name for name in ("zero", "carry", "overflow", "halt") if getattr(flags, name)]
     lines.append("flags:  " + (" ".join(set_flags) or "(none)"))
     if machine.stderr:
-        lines.append("stderr: " + bytes(machine.stderr).decode("utf-8", "replace").rstrip())
+        shown = bytes(machine.stderr[:_SUMMARY_OUTPUT])
+        more = len(machine.stderr) - len(shown)
+        tail = f" … and {more} bytes more" if more else ""
+        lines.append("stderr: " + shown.decode("utf-8", "replace").rstrip() + tail)
     return "\n".join(lines)
 
 
@@ -298,8 +373,6 @@ def _command_disasm(args: argparse.Namespace) -> int:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    import json
-
     from kforge.machine import Machine, MachineState
 
     program = load_program(args.file, memory_quota=args.memory)
@@ -325,7 +398,7 @@ def _command_run(args: argparse.Namespace) -> int:
     else:
         _run_to_stop(machine, args.tier, copy_output)
     if args.json:
-        sys.stdout.write(json.dumps(result_json(machine)) + "\n")
+        write_result_json(machine, sys.stdout)
     elif args.summary:
         sys.stdout.write(_summary(machine, sys.stdout) + "\n")
     else:

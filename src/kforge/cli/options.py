@@ -159,12 +159,12 @@ def read_bytes(path: str) -> bytes:
         raise CliError(f"{path}: cannot read: {error.strerror or error}") from None
 
 
-def write_bytes(stream: TextIO, data: bytes) -> None:
+def write_bytes(stream: TextIO, data: bytes | bytearray | memoryview) -> None:
     """Write ``data`` unchanged to a text stream's bytes (after what it holds already)."""
     stream.flush()
     binary: BinaryIO | None = getattr(stream, "buffer", None)
     if binary is None:  # an in-memory text stream has no bytes underneath
-        stream.write(data.decode("utf-8", "replace"))
+        stream.write(bytes(data).decode("utf-8", "replace"))
         return
     binary.write(data)
     binary.flush()

@@ -52,6 +52,8 @@ __all__ = ["SHORT_ID_DIGITS", "add_commands", "short_id"]
 #: Digits of a sandbox id shown to people (as git and docker shorten theirs).
 SHORT_ID_DIGITS: Final = 12
 _POLL_SECONDS: Final = 0.002
+#: The most output copied to stdout in one piece.
+_COPY_CHUNK: Final = 1 << 20
 #: The defaults of ``--memory`` and ``--ticks`` (kforge.cli.options): with a preset, a
 #: value equal to its default is taken as not given.
 _DEFAULT_MEMORY: Final = 65_536
@@ -185,13 +187,20 @@ class _Follower:
     @classmethod
     async def from_now(cls, engine: Engine, sandbox: Hash256, owner: AgentId) -> _Follower:
         """A follower of what the sandbox writes from now on."""
-        return cls(engine, sandbox, owner, len(await engine.output(sandbox, owner)))
+        _, length = await engine.output_chunk(sandbox, owner, offset=0, limit=0)
+        return cls(engine, sandbox, owner, length)
 
     async def copy(self) -> None:
-        data = await self.engine.output(self.sandbox, self.owner, offset=self.offset)
-        if data:
-            write_bytes(sys.stdout, data)
-            self.offset += len(data)
+        """Copy what was written since the last copy, a piece at a time (never all at once)."""
+        while True:
+            data, length = await self.engine.output_chunk(
+                self.sandbox, self.owner, offset=self.offset, limit=_COPY_CHUNK
+            )
+            if data:
+                write_bytes(sys.stdout, data)
+                self.offset += len(data)
+            if self.offset >= length or not data:
+                return
 
 
 async def _settle(

@@ -3,66 +3,118 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import Final
 
 from kforge.core import AgentId
 from kforge.messages.envelope import Envelope
 
-__all__ = ["Mailbox"]
+__all__ = ["MAX_MAILBOX_BYTES", "MAX_RECIPIENTS", "Mailbox"]
+
+#: The payload bytes one recipient's box holds at most.
+MAX_MAILBOX_BYTES: Final = 16 * 1024 * 1024
+#: The recipients the mailbox keeps boxes for at most.
+MAX_RECIPIENTS: Final = 10_000
 
 
 @dataclass
 class _Box:
     queue: deque[Envelope] = field(default_factory=deque)
+    size: int = 0
     dropped: int = 0
     waiter: asyncio.Event | None = None
+    waiting: int = 0
 
 
 class Mailbox:
-    """Envelopes waiting for their recipients, bounded per recipient.
+    """Envelopes waiting for their recipients, bounded per recipient and in all.
 
-    When a recipient's box holds ``maxsize`` envelopes, posting drops the oldest
-    and counts it in :meth:`dropped`, so a recipient that never reads cannot make
-    the engine hold unbounded memory.
+    A recipient's box holds at most ``maxsize`` envelopes and ``max_bytes`` bytes
+    of payload: posting beyond either drops the oldest (an envelope larger than
+    ``max_bytes`` by itself is dropped), counted in :meth:`dropped`, so a
+    recipient that never reads cannot make the engine hold unbounded memory.
+    An emptied box is let go (unless it counts drops), and at most
+    ``max_recipients`` boxes are kept: a box for one more recipient replaces the
+    one posted to longest ago that nobody waits on.
     """
 
-    def __init__(self, maxsize: int = 1024) -> None:
-        if maxsize < 1:
-            raise ValueError("maxsize must be at least 1")
+    def __init__(
+        self,
+        maxsize: int = 1024,
+        *,
+        max_bytes: int = MAX_MAILBOX_BYTES,
+        max_recipients: int = MAX_RECIPIENTS,
+    ) -> None:
+        if maxsize < 1 or max_bytes < 1 or max_recipients < 1:
+            raise ValueError("maxsize, max_bytes and max_recipients must be at least 1")
         self.maxsize = maxsize
-        self._boxes: dict[AgentId, _Box] = {}
+        self.max_bytes = max_bytes
+        self.max_recipients = max_recipients
+        #: Boxes, the one posted to longest ago first.
+        self._boxes: OrderedDict[AgentId, _Box] = OrderedDict()
+
+    def __len__(self) -> int:
+        """The recipients with a box."""
+        return len(self._boxes)
 
     def _box(self, recipient: AgentId) -> _Box:
         box = self._boxes.get(recipient)
-        if box is None:
-            box = self._boxes[recipient] = _Box()
+        if box is not None:
+            self._boxes.move_to_end(recipient)  # now the most recently used
+            return box
+        if len(self._boxes) >= self.max_recipients:
+            idle = next((key for key, kept in self._boxes.items() if not kept.waiting), None)
+            if idle is not None:
+                del self._boxes[idle]
+        box = self._boxes[recipient] = _Box()
         return box
 
     def post(self, recipient: AgentId, envelope: Envelope) -> None:
         box = self._box(recipient)
-        if len(box.queue) >= self.maxsize:
-            box.queue.popleft()
+        size = len(envelope.payload)
+        if size > self.max_bytes:
+            box.dropped += 1
+            return
+        while box.queue and (len(box.queue) >= self.maxsize or box.size + size > self.max_bytes):
+            box.size -= len(box.queue.popleft().payload)
             box.dropped += 1
         box.queue.append(envelope)
+        box.size += size
         if box.waiter is not None:
             box.waiter.set()
+
+    def _take(self, recipient: AgentId, box: _Box) -> Envelope:
+        envelope = box.queue.popleft()
+        box.size -= len(envelope.payload)
+        self._let_go_if_empty(recipient, box)
+        return envelope
+
+    def _let_go_if_empty(self, recipient: AgentId, box: _Box) -> None:
+        if not box.queue and not box.waiting and not box.dropped:
+            self._boxes.pop(recipient, None)
 
     def get_nowait(self, recipient: AgentId) -> Envelope | None:
         box = self._boxes.get(recipient)
         if box is None or not box.queue:
             return None
-        return box.queue.popleft()
+        return self._take(recipient, box)
 
     async def get(self, recipient: AgentId) -> Envelope:
         """The next envelope for ``recipient``, waiting for one if need be."""
-        box = self._box(recipient)
-        while not box.queue:
-            if box.waiter is None:
-                box.waiter = asyncio.Event()
-            box.waiter.clear()
-            await box.waiter.wait()
-        return box.queue.popleft()
+        box = self._box(recipient)  # a box somebody waits on is never let go
+        box.waiting += 1
+        try:
+            while not box.queue:
+                if box.waiter is None:
+                    box.waiter = asyncio.Event()
+                box.waiter.clear()
+                await box.waiter.wait()
+        finally:
+            box.waiting -= 1
+            if not box.waiting:
+                box.waiter = None
+        return self._take(recipient, box)
 
     def drain(self, recipient: AgentId) -> list[Envelope]:
         box = self._boxes.get(recipient)
@@ -70,6 +122,8 @@ class Mailbox:
             return []
         taken = list(box.queue)
         box.queue.clear()
+        box.size = 0
+        self._let_go_if_empty(recipient, box)
         return taken
 
     def dropped(self, recipient: AgentId) -> int:

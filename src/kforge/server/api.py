@@ -91,7 +91,7 @@ async def put_program(ctx: Context) -> tuple[int, Any]:
         program = decode_program(body.program)
     program_id = ctx.state.engine.vault.put_program(program)
     if body.name:
-        ctx.state.notes.name_program(program_id, body.name)
+        ctx.state.notes.name_program(ctx.agent, program_id, body.name)
     return 201, ProgramStored(
         program_id, len(program.code), len(program.data), tuple(program.imports)
     )

@@ -30,7 +30,7 @@ from typing import Final
 from kforge.core import AgentId, ErrorCategory, ForgeError
 from kforge.debuginfo import SourceLocation, code_labels, source_locations
 from kforge.disasm import format_instruction
-from kforge.engine.policy import Action, Policy
+from kforge.engine.policy import Action, OverLimit, Policy
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.messages import InvalidRequest
@@ -78,11 +78,28 @@ class TooManyDebugSessions(ForgeError):
 
 @dataclass(frozen=True, slots=True)
 class DebugLimits:
+    """What the debugger allows.
+
+    A session's machine is not a sandbox, so its memory is a pool of its own:
+    the sessions' memory quotas add up to at most ``max_memory`` on the server
+    and ``max_memory_per_agent`` for one agent's sessions; the messages queued
+    for one session (what its agent delivered and it has not received) to at
+    most ``max_queued_bytes``.  A view shows at most ``view_stream_bytes`` of the
+    end of stdout and stderr, and of each queue the first ``view_messages``
+    messages cut to ``view_message_bytes``.
+    """
+
     max_sessions_per_agent: int = 8
     max_sessions: int = 256
     max_ticks_per_call: int = 10_000_000
     max_steps_per_call: int = 1_000_000
     idle_seconds: float = 3600.0
+    max_memory: int = 256 * 1024 * 1024
+    max_memory_per_agent: int = 64 * 1024 * 1024
+    max_queued_bytes: int = 4 * 1024 * 1024
+    view_stream_bytes: int = 64 * 1024
+    view_messages: int = 16
+    view_message_bytes: int = 1024
 
 
 @dataclass
@@ -265,13 +282,22 @@ class DebugManager:
         is the source the program was compiled from, by file name.
         """
         self._expire()
-        owned = sum(1 for s in self._sessions.values() if s.owner == owner)
-        if owned >= self.limits.max_sessions_per_agent:
+        limits = self.limits
+        mine = [s for s in self._sessions.values() if s.owner == owner]
+        if len(mine) >= limits.max_sessions_per_agent:
             raise TooManyDebugSessions(
-                f"agent {owner} already has {owned} of at most {self.limits.max_sessions_per_agent}"
+                f"agent {owner} already has {len(mine)} of at most {limits.max_sessions_per_agent}"
             )
-        if len(self._sessions) >= self.limits.max_sessions:
-            raise TooManyDebugSessions(f"the server holds {self.limits.max_sessions}")
+        if len(self._sessions) >= limits.max_sessions:
+            raise TooManyDebugSessions(f"the server holds {limits.max_sessions}")
+        held = sum(s.machine.memory_quota for s in mine) + memory_quota
+        if held > limits.max_memory_per_agent:
+            raise OverLimit(
+                "debug max_memory_per_agent", held, limits.max_memory_per_agent, f"agent {owner}"
+            )
+        total = sum(s.machine.memory_quota for s in self._sessions.values()) + memory_quota
+        if total > limits.max_memory:
+            raise OverLimit("debug max_memory", total, limits.max_memory, "the debugger")
         machine = Machine.load(
             program,
             memory_quota=memory_quota,
@@ -368,9 +394,18 @@ class DebugManager:
         )
 
     async def deliver(self, session: DebugSession, channel: int, data: bytes) -> None:
-        """Queue ``data`` on a receiving channel (wakes a RECV blocked there)."""
+        """Queue ``data`` on a receiving channel (wakes a RECV blocked there); ``OverLimit``
+        when the session's queues would hold more than ``max_queued_bytes``."""
         async with session.lock:
-            session.machine.deliver(channel, data)
+            machine = session.machine
+            queued = sum(len(m) for queue in machine.inbound.values() for m in queue)
+            limit = self.limits.max_queued_bytes
+            if queued + len(data) > limit:
+                raise OverLimit(
+                    "debug max_queued_bytes", queued + len(data), limit, f"session {session.id}"
+                )
+            machine.deliver(channel, data)
+            machine.deliveries = ()  # a session is never replayed: keep only the queues
             session.last_stop = "delivered"
 
     def view(
@@ -378,6 +413,7 @@ class DebugManager:
     ) -> DebugView:
         """Everything the debugger shows (words as hex strings)."""
         machine = session.machine
+        limits = self.limits
         if memory_length > _MAX_MEMORY_WINDOW:
             raise InvalidRequest("memory_length", f"at most {_MAX_MEMORY_WINDOW} bytes at a time")
         start = min(memory_address, machine.memory_quota)
@@ -420,11 +456,20 @@ class DebugManager:
             heap_start=machine.heap_start,
             stack_start=machine.stack_start,
             inbound=tuple(
-                ChannelQueue(channel, tuple(queue))
+                ChannelQueue(
+                    channel,
+                    tuple(m[: limits.view_message_bytes] for m in queue[: limits.view_messages]),
+                    len(queue),
+                )
                 for channel, queue in sorted(machine.inbound.items())
                 if queue
             ),
-            outbound=tuple(ChannelMessage(channel, data) for channel, data in machine.outbound),
-            stdout=bytes(machine.stdout),
-            stderr=bytes(machine.stderr),
+            outbound=tuple(
+                ChannelMessage(channel, data[: limits.view_message_bytes])
+                for channel, data in list(machine.outbound)[: limits.view_messages]
+            ),
+            stdout=bytes(machine.stdout[-limits.view_stream_bytes :]),
+            stderr=bytes(machine.stderr[-limits.view_stream_bytes :]),
+            stdout_length=len(machine.stdout),
+            stderr_length=len(machine.stderr),
         )

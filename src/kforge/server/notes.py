@@ -6,7 +6,9 @@ dashboard also want to know what it is.  The server learns it from the engine's
 own events as they are published (SANDBOX_CREATED names the program and carries
 the time, SANDBOX_FAULTED the fault), and program names from uploads that give one
 (``POST /v1/programs`` with ``name``).  Notes are kept for the sandboxes created
-while the server runs, the oldest dropped beyond :data:`MAX_NOTES`.
+while the server runs, the oldest dropped beyond :data:`MAX_NOTES`.  A program's
+name is the uploader's: a sandbox shows the name its owner gave the program (one
+agent cannot rename what another agent's sandboxes run).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from kforge.core import EventKind, Hash256
+from kforge.core import AgentId, EventKind, Hash256
 from kforge.events import Event, EventBus
 
 __all__ = ["MAX_NOTES", "MAX_PROGRAM_NAMES", "NOTE_SCHEMA", "SandboxNote", "SandboxNotes"]
@@ -39,6 +41,7 @@ NOTE_SCHEMA: Final[dict[str, Any]] = {
 @dataclass(frozen=True, slots=True)
 class SandboxNote:
     program_id: Hash256
+    owner: AgentId | None
     created_at_ms: int
     fault: str | None = None
     fault_detail: int | None = None
@@ -49,7 +52,7 @@ class SandboxNotes:
 
     def __init__(self) -> None:
         self._notes: OrderedDict[Hash256, SandboxNote] = OrderedDict()
-        self._program_names: OrderedDict[Hash256, str] = OrderedDict()
+        self._program_names: OrderedDict[tuple[AgentId, Hash256], str] = OrderedDict()
 
     def listen_to(self, bus: EventBus) -> None:
         """Take notes from every event ``bus`` publishes from now on."""
@@ -61,7 +64,9 @@ class SandboxNotes:
         if sandbox is None:
             return
         if event.kind == EventKind.SANDBOX_CREATED:
-            self._notes[sandbox] = SandboxNote(event.payload["code"], event.timestamp_ms)
+            self._notes[sandbox] = SandboxNote(
+                event.payload["code"], event.owner, event.timestamp_ms
+            )
             while len(self._notes) > MAX_NOTES:
                 self._notes.popitem(last=False)
         elif event.kind == EventKind.SANDBOX_FAULTED and sandbox in self._notes:
@@ -71,10 +76,11 @@ class SandboxNotes:
                 fault_detail=event.payload["fault_detail"],
             )
 
-    def name_program(self, program_id: Hash256, name: str) -> None:
-        """Call ``program_id`` by ``name`` (the latest name given wins)."""
-        self._program_names.pop(program_id, None)
-        self._program_names[program_id] = name[:MAX_NAME_LENGTH]
+    def name_program(self, agent: AgentId, program_id: Hash256, name: str) -> None:
+        """``agent`` calls ``program_id`` by ``name`` (its latest name given wins)."""
+        key = (agent, program_id)
+        self._program_names.pop(key, None)
+        self._program_names[key] = name[:MAX_NAME_LENGTH]
         while len(self._program_names) > MAX_PROGRAM_NAMES:
             self._program_names.popitem(last=False)
 
@@ -86,7 +92,11 @@ class SandboxNotes:
             return dict.fromkeys(NOTE_SCHEMA)
         return {
             "program_id": note.program_id,
-            "program_name": self._program_names.get(note.program_id),
+            "program_name": (
+                self._program_names.get((note.owner, note.program_id))
+                if note.owner is not None
+                else None
+            ),
             "created_at_ms": note.created_at_ms,
             "fault": note.fault,
             "fault_detail": note.fault_detail,

@@ -283,8 +283,12 @@ class SourcePosition(Schema, frozen=True):
 
 
 class ChannelQueue(Schema, frozen=True):
+    """A receiving channel's queue: its first messages (cut short in a view) and how many
+    there are."""
+
     channel: U8
     messages: tuple[bytes, ...]
+    count: U64 = 0
 
 
 class ChannelMessage(Schema, frozen=True):
@@ -326,6 +330,9 @@ class DebugView(Schema, frozen=True):
     outbound: tuple[ChannelMessage, ...]
     stdout: bytes
     stderr: bytes
+    #: The whole length of stdout and stderr (the view holds their ends).
+    stdout_length: U64 = 0
+    stderr_length: U64 = 0
 
 
 class DebugSessionSummary(Schema, frozen=True):

@@ -158,9 +158,10 @@
       rows.push(`${(view.memory.address + at).toString(16).padStart(6, "0")}  ${chunk.join(" ").padEnd(47)}  ${ascii}`);
     }
     $("memory").textContent = rows.join("\n");
-    const inbound = view.inbound.map(({ channel, messages_hex: queue }) => `in  ${channel}: ${queue.length} queued ${queue.map((q) => JSON.stringify(kforge.text(q))).join(" ")}`);
+    const inbound = view.inbound.map(({ channel, messages_hex: queue, count }) => `in  ${channel}: ${count} queued ${queue.map((q) => JSON.stringify(kforge.text(q))).join(" ")}`);
     const outbound = view.outbound.map((m) => `out ${m.channel}: ${JSON.stringify(kforge.text(m.data_hex))}`);
     $("channels").textContent = [...inbound, ...outbound].join("\n") || "(no queued messages)";
-    $("stdout").textContent = kforge.text(view.stdout_hex) || "(empty)";
+    const cut = view.stdout_length > view.stdout_hex.length / 2 ? "…" : "";
+    $("stdout").textContent = cut + kforge.text(view.stdout_hex) || "(empty)";
   }
 })();
