@@ -260,7 +260,7 @@ def test_a_proof_that_fails_later_is_posted_as_an_error(monkeypatch: pytest.Monk
         async with open_engine(ledger=ledger) as engine:
             result = await execute(engine, SHORT, memory_quota=1024, tick_budget=10)
             spent = ledger.account(OWNER).ticks_spent
-            monkeypatch.setattr("kforge.engine.artifacts.generate_proof", broken)
+            monkeypatch.setattr("kforge.engine.artifacts.prove_run", broken)
             request = envelope(MessageCode.PROOF_REQUEST, {"sandbox_id": result.sandbox_id})
             assert (await engine.dispatch(request)).code == ReplyCode.ACK
             posted = await asyncio.wait_for(engine.mailbox.get(OWNER), 30)

@@ -276,6 +276,13 @@ class ProgramCache:
             self._programs.popitem(last=False)
         return program
 
+    def keep(self, program: ForgeProgram) -> None:
+        """Keep a program decoded elsewhere (it is stored in the vault under its id)."""
+        self._programs[program.program_id] = program
+        self._programs.move_to_end(program.program_id)
+        if len(self._programs) > self.capacity:
+            self._programs.popitem(last=False)
+
     def __contains__(self, program_id: object) -> bool:
         return program_id in self._programs
 

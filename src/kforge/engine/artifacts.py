@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,18 +16,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from kforge.accounting import PROOF_TICKS_PER_TICK
 from kforge.core import AgentId, Hash256, InvalidState
 from kforge.engine.context import EngineContext
+from kforge.engine.jobs import BuiltProgram, ProgramText, build_program, program_text, prove_run
 from kforge.engine.models import SandboxState
+from kforge.engine.offload import Offload
 from kforge.engine.policy import Action
 from kforge.engine.records import ProgramLinked, ProofGenerated
 from kforge.engine.sandbox import Sandbox
-from kforge.engine.sandboxes import Sandboxes
+from kforge.engine.sandboxes import Sandboxes, link_off_loop
 from kforge.isa import DEFAULT_GRANTS
-from kforge.link import Import, link, link_cost
+from kforge.link import Import, link_cost
 from kforge.machine import Delivery
 from kforge.messages.payloads import ProofResult
 from kforge.program import ForgeProgram
-from kforge.proofs import ExecutionProof, Signer, generate_proof
+from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, ExecutionProof, Signer
 from kforge.proofs.keys import NodeKey
+from kforge.proofs.proof import sign_proof
 from kforge.proofs.replay import RunRecord
 from kforge.tiers import TierRunner
 
@@ -85,9 +87,23 @@ class ProofJob:
         return PROOF_TICKS_PER_TICK * ticks_used
 
 
-async def run_proof_job(job: ProofJob, signer: Signer, tier: TierRunner) -> ExecutionProof:
-    """Replay the run in a worker thread (the event loop stays free) and sign the proof."""
-    return await asyncio.to_thread(generate_proof, job.program, job.record, signer, tier=tier)
+async def run_proof_job(
+    job: ProofJob, signer: Signer, tier: TierRunner, offload: Offload
+) -> ExecutionProof:
+    """Replay the run away from the event loop (:mod:`kforge.engine.offload`: a worker
+    process under a time limit, inline for a short run) and sign the proof here."""
+    raw = await offload.run(
+        job.requester,
+        f"the proof of sandbox {job.sandbox.id}",
+        job.sandbox.ticks_used,
+        prove_run,
+        job.program.encoded,
+        job.record.to_bytes(),
+        signer.public_raw,
+        tier.name,
+        DEFAULT_SAMPLE_INTERVAL,
+    )
+    return sign_proof(ExecutionProof.from_bytes(raw), signer)
 
 
 def proof_result(proof: ExecutionProof, *, whole: bool = True) -> ProofResult:
@@ -129,7 +145,8 @@ class Artifacts:
         ctx = self.ctx
         ctx.require_open()
         ctx.policy.authorize(Action.LINK, requester)
-        linked = link(ctx.programs.load(program_id), imports, ctx.programs.load)
+        linked = await link_off_loop(ctx, program_id, imports, requester)
+        ctx.require_open()
         cost = link_cost(imports)
         if ctx.accounting and cost:
             ctx.ledger.charge_ticks(requester, cost, f"linking {len(imports)} imports")
@@ -137,6 +154,27 @@ class Artifacts:
         ctx.transitions.record(ProgramLinked(program_id, resolved, len(imports), requester))
         ctx.commit()
         return resolved
+
+    async def build_program(
+        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+    ) -> tuple[Hash256, BuiltProgram]:
+        """Build a program from an upload (``jobs.ASSEMBLY`` text or ``jobs.FRGP`` bytes)
+        away from the event loop and store it; its id and what the reply tells of it."""
+        ctx = self.ctx
+        ctx.policy.authorize(Action.PUT_PROGRAM, requester)
+        built = await ctx.offload.run(
+            requester, f"building {filename}", len(source), build_program, kind, source, filename
+        )
+        return ctx.vault.put(built.encoded), built
+
+    async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
+        """A stored program's disassembly, made away from the event loop."""
+        ctx = self.ctx
+        ctx.policy.authorize(Action.READ_PROGRAM, requester)
+        encoded = ctx.vault.get(program_id)
+        return await ctx.offload.run(
+            requester, f"disassembling {program_id}", len(encoded), program_text, encoded
+        )
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         """What determines the sandbox's run (for replay and for verifying its proof)."""
@@ -166,7 +204,7 @@ class Artifacts:
     async def prove(self, job: ProofJob) -> ExecutionProof:
         """Generate and sign the proof of a prepared job (refunding it if that fails)."""
         try:
-            proof = await run_proof_job(job, self.signer, self.runner)
+            proof = await run_proof_job(job, self.signer, self.runner, self.ctx.offload)
         except BaseException:
             if job.cost:
                 self.ctx.ledger.refund_ticks(job.requester, job.cost)

@@ -21,6 +21,7 @@ from kforge.engine.models import (
     ExecResult,
     ServiceResult,
 )
+from kforge.engine.offload import Offload
 from kforge.engine.policy import Policy
 from kforge.engine.scheduler import Scheduler
 from kforge.engine.state import EngineState
@@ -113,6 +114,8 @@ class EngineContext:
     agent_id: AgentId
     #: Who may do what, and each agent's share of the pools (``kforge.engine.policy``).
     policy: Policy
+    #: Where CPU-heavy work runs, away from the event loop (``kforge.engine.offload``).
+    offload: Offload
     scheduler: Scheduler = field(init=False)
     #: The engine's lifecycle, as ``EngineStatus.value`` ("unopened", "open", "closed").
     status: str = "unopened"

@@ -37,6 +37,7 @@ from kforge.engine.artifacts import Artifacts, derived_signer
 from kforge.engine.context import EngineContext, Identities, Replies
 from kforge.engine.dispatch import Dispatcher
 from kforge.engine.execution import Executor, SliceObserver
+from kforge.engine.jobs import BuiltProgram, ProgramText
 from kforge.engine.journal import Journal, JournalStore, SqliteJournalStore, chain_key
 from kforge.engine.models import (
     Clock,
@@ -54,6 +55,7 @@ from kforge.engine.models import (
     SystemClock,
     system_random,
 )
+from kforge.engine.offload import Offload, WorkLimits
 from kforge.engine.policy import Policy
 from kforge.engine.rebuild import rebuild
 from kforge.engine.sandbox import delivery_bytes
@@ -122,7 +124,9 @@ class Engine:
     :class:`~kforge.engine.journal.MemoryJournalStore`).  ``archive`` is where
     stopped sandboxes' runs go (:mod:`kforge.engine.archive`; default: beside a
     durable journal, else a temporary file): a journal kept elsewhere than the
-    data directory needs an archive that lasts as long as it does.  A journaled engine
+    data directory needs an archive that lasts as long as it does.  ``work`` bounds
+    the CPU-heavy work (linking, proofs, building uploads) done away from the
+    event loop (:mod:`kforge.engine.offload`).  A journaled engine
     rebuilds its state from the journal when it opens, snapshots it every
     ``snapshot_every`` rows and on close, and leaves its sandboxes to the next
     start instead of killing them.
@@ -154,6 +158,7 @@ class Engine:
         snapshot_every: int = 1000,
         trust: ProgramGate | None = None,
         archive: RunArchive | None = None,
+        work: WorkLimits | None = None,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError("snapshot_every must be at least 1")
@@ -231,6 +236,7 @@ class Engine:
             replies=Replies(agent, identities, clock),
             agent_id=agent,
             policy=self.policy,
+            offload=Offload(work),
         )
         self.sandboxes = Sandboxes(self.ctx, trust)
         self.services = Services(self.ctx, self.sandboxes)
@@ -623,6 +629,16 @@ class Engine:
     ) -> Hash256:
         """Link the program with ``imports``; returns the new id (see :meth:`Artifacts.link_resolve`)."""
         return await self.artifacts.link_resolve(program_id, imports, requester)
+
+    async def build_program(
+        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+    ) -> tuple[Hash256, BuiltProgram]:
+        """Build a program from an upload and store it (see :meth:`Artifacts.build_program`)."""
+        return await self.artifacts.build_program(kind, source, filename, requester)
+
+    async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
+        """A stored program's disassembly (see :meth:`Artifacts.program_text`)."""
+        return await self.artifacts.program_text(program_id, requester)
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         """What determines the sandbox's run (for replay and for verifying its proof)."""

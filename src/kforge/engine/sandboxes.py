@@ -11,7 +11,7 @@ does not fit the state raises ``InvalidState``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from kforge.core import (
@@ -24,6 +24,7 @@ from kforge.core import (
     PermissionDenied,
 )
 from kforge.engine.context import EngineContext
+from kforge.engine.jobs import link_programs
 from kforge.engine.models import (
     CreateSandbox,
     ExecResult,
@@ -53,8 +54,10 @@ from kforge.engine.sandbox import (
     request_bytes,
 )
 from kforge.isa import DEFAULT_GRANTS, Channel
-from kforge.link import link, link_cost
+from kforge.limits import MAX_LINK_IMPORTS, check_size
+from kforge.link import Import, link_cost
 from kforge.machine import MachineState, granted_channels, plan_memory
+from kforge.program import ForgeProgram, decode_program
 
 __all__ = ["ProgramGate", "Sandboxes"]
 
@@ -74,6 +77,38 @@ class ProgramGate(Protocol):
 ServiceStopped = Callable[
     [ServiceRecord, ExecResult, int, ServiceCall | None, list[ServiceCall]], None
 ]
+
+
+async def link_off_loop(
+    ctx: EngineContext, program_id: Hash256, imports: Sequence[Import], requester: AgentId
+) -> ForgeProgram:
+    """``program_id`` linked with ``imports``, the work done away from the event loop (in a
+    worker process for anything but small programs: :mod:`kforge.engine.offload`).
+
+    The import list is checked against its limit first; the program and each
+    dependency are fetched from the vault (each hash-checked) and handed over as
+    bytes.  Raises what :func:`kforge.link.link` raises, and ``VaultFetchFailed``.
+    """
+    check_size("link import list (entries)", len(imports), MAX_LINK_IMPORTS)
+    vault = ctx.vault
+    main = vault.get(program_id)
+    dependencies = {entry.from_.raw: vault.get(entry.from_) for entry in imports}
+    size = len(main) + sum(len(blob) for blob in dependencies.values())
+    encoded = await ctx.offload.run(
+        requester,
+        f"linking {program_id}",
+        size,
+        link_programs,
+        main,
+        dependencies,
+        tuple(imports),
+    )
+    if size > ctx.offload.limits.inline_bytes:  # decoding a large program is work too
+        program = await asyncio.to_thread(decode_program, encoded)
+    else:
+        program = decode_program(encoded)
+    ctx.programs.keep(program)
+    return program
 
 
 class Sandboxes:
@@ -154,7 +189,9 @@ class Sandboxes:
         program = ctx.programs.load(request.code)
         program_id = request.code
         if request.imports:
-            program = link(program, request.imports, ctx.programs.load)
+            program = await link_off_loop(ctx, request.code, request.imports, request.owner)
+            ctx.require_open()
+            self._check_limits(request)  # checked again: others may have been created meanwhile
         elif program.imports:
             names = ", ".join(name.decode("utf-8", "replace") for name in program.imports)
             raise InvalidProgram(

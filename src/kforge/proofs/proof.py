@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 import msgpack
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from kforge.core import ErrorCategory, ForgeError, Hash256
+from kforge.core import ErrorCategory, ForgeError, Hash256, Internal
 from kforge.limits import MAX_TRACE_SAMPLES
 from kforge.program import ForgeProgram
 from kforge.proofs.replay import RunRecord
@@ -206,11 +206,31 @@ def generate_proof(
     Raises ``RecordFormatError`` when the record is for another program and
     ``ReplayDivergence`` when its delivery log does not fit the execution.
     """
+    unsigned = unsigned_proof(
+        program, record, key.public_raw, sample_interval=sample_interval, tier=tier
+    )
+    return sign_proof(unsigned, key)
+
+
+def unsigned_proof(
+    program: ForgeProgram,
+    record: RunRecord,
+    public_key: bytes,
+    *,
+    sample_interval: int = DEFAULT_SAMPLE_INTERVAL,
+    tier: str | TierRunner = "auto",
+) -> ExecutionProof:
+    """The proof of ``record``'s replay for the key ``public_key``, not signed yet: the
+    replay's work, which may be done where the private key is not (a worker process)."""
     trace = record_trace(program, record, sample_interval, tier=tier)
-    fields = _proof_fields(program, record, trace, key.public_raw)
-    unsigned = ExecutionProof(forge_sig=b"", **fields)
-    # Performance note: the proof is built once more with the signature, not copied field by field.
-    return ExecutionProof(forge_sig=key.sign(unsigned.signed_bytes()), **fields)
+    return _unsigned_proof(program, record, trace, public_key)
+
+
+def sign_proof(unsigned: ExecutionProof, key: Signer) -> ExecutionProof:
+    """``unsigned`` with ``key``'s signature (``Internal`` when it names another key)."""
+    if unsigned.forge_key != key.public_raw:
+        raise Internal("the proof names another key than the one signing it")
+    return replace(unsigned, forge_sig=key.sign(unsigned.signed_bytes()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,9 @@ from typing import Any, Final
 import msgspec
 from starlette.responses import Response
 
-from kforge.asm import assemble
 from kforge.core import Hash256, InvalidRequest, NotSupported, PermissionDenied
-from kforge.disasm import disassemble, format_instruction
 from kforge.engine import Service, ServiceInfo
+from kforge.engine.jobs import ASSEMBLY, FRGP
 from kforge.engine.policy import Action
 from kforge.messages import (
     SCHEMAS,
@@ -31,7 +30,6 @@ from kforge.messages import (
     pack,
 )
 from kforge.messages.payloads import LinkResolve, LinkResult, ServiceResult
-from kforge.program import decode_program
 from kforge.server.codec import MSGPACK, wants_msgpack
 from kforge.server.endpoint import Context, Operation, path_id, query_number
 from kforge.server.sandbox_api import SANDBOX_OPERATIONS, TIMEOUT
@@ -84,29 +82,23 @@ async def put_program(ctx: Context) -> tuple[int, Any]:
     body: ProgramBody = ctx.body
     if (body.assembly is None) == (body.program is None):
         raise InvalidRequest("assembly", "give exactly one of 'assembly' and 'program'")
+    source: bytes | str
     if body.assembly is not None:
-        program = assemble(body.assembly, "<upload>")
+        kind, source = ASSEMBLY, body.assembly
     else:
         assert body.program is not None
-        program = decode_program(body.program)
-    program_id = ctx.state.engine.vault.put_program(program)
+        kind, source = FRGP, body.program
+    program_id, built = await ctx.state.engine.build_program(kind, source, "<upload>", ctx.agent)
     if body.name:
         ctx.state.notes.name_program(ctx.agent, program_id, body.name)
-    return 201, ProgramStored(
-        program_id, len(program.code), len(program.data), tuple(program.imports)
-    )
+    return 201, ProgramStored(program_id, built.code_length, built.data_length, built.imports)
 
 
 async def get_program(ctx: Context) -> tuple[int, Any]:
     """A stored program's disassembly (programs are content-addressed: the id is the key)."""
-    program = ctx.state.engine.programs.load(path_id(ctx, "program_id"))
-    return 200, ProgramView(
-        program.program_id,
-        program.entry,
-        tuple(format_instruction(insn) for insn in program.code),
-        len(program.data),
-        disassemble(program),
-    )
+    program_id = path_id(ctx, "program_id")
+    text = await ctx.state.engine.program_text(program_id, ctx.agent)
+    return 200, ProgramView(program_id, text.entry, text.code, text.data_length, text.disassembly)
 
 
 # ------------------------------------------------------------------ linking, cycles, services

@@ -86,7 +86,8 @@ class DebugLimits:
     for one session (what its agent delivered and it has not received) to at
     most ``max_queued_bytes``.  A view shows at most ``view_stream_bytes`` of the
     end of stdout and stderr, and of each queue the first ``view_messages``
-    messages cut to ``view_message_bytes``.
+    messages cut to ``view_message_bytes``; a program debugged has at most
+    ``max_code_length`` instructions (each view shows them all).
     """
 
     max_sessions_per_agent: int = 8
@@ -100,6 +101,7 @@ class DebugLimits:
     view_stream_bytes: int = 64 * 1024
     view_messages: int = 16
     view_message_bytes: int = 1024
+    max_code_length: int = 65_536
 
 
 @dataclass

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from kforge.asm import assemble_with_labels
 from kforge.core import InvalidRequest, MemoryQuotaExceeded
 from kforge.debuginfo import code_labels
+from kforge.engine.jobs import build_debug_program, build_starlark_program
 from kforge.engine.policy import Action
+from kforge.limits import check_size
 from kforge.program import ForgeProgram, decode_program
 from kforge.server.endpoint import Context, Handler, Operation, Query, query_number
 from kforge.server.schemas import (
@@ -29,7 +30,7 @@ from kforge.server.schemas import (
     DebugView,
     DeliverBody,
 )
-from kforge.sources import is_starlark_name, program_from_source
+from kforge.sources import is_starlark_name
 from kforge.wire import Schema
 
 __all__ = ["DEBUG_OPERATIONS"]
@@ -39,29 +40,51 @@ async def _program(
     ctx: Context, body: DebugCreateBody
 ) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
     """The program to debug and the names of its instructions (every label of assembly
-    text; a container's code symbols).  Source is built off the event loop."""
+    text; a container's code symbols).  Assembling, compiling Starlark and decoding
+    happen away from the event loop (``engine.offload``); a program over
+    ``DebugLimits.max_code_length`` instructions is refused (every view shows the whole
+    disassembly)."""
     given = [body.assembly, body.starlark, body.program, body.program_id]
     if sum(value is not None for value in given) != 1:
         raise InvalidRequest(
             "assembly",
             "give exactly one of 'assembly', 'starlark', 'program' and 'program_id'",
         )
+    offload = ctx.state.engine.ctx.offload
+    labels: dict[int, tuple[str, ...]] | None = None
     if body.assembly is not None:
-        return await asyncio.to_thread(assemble_with_labels, body.assembly, "<debugger>")
-    if body.starlark is not None:
+        encoded, labels = await offload.run(
+            ctx.agent,
+            "assembling for the debugger",
+            len(body.assembly),
+            build_debug_program,
+            body.assembly,
+            "<debugger>",
+        )
+    elif body.starlark is not None:
         if not is_starlark_name(body.filename) or "/" in body.filename:
             raise InvalidRequest("filename", "a Starlark file name ends in .star, without '/'")
-        source = body.starlark.encode()
-        program = await asyncio.to_thread(
-            program_from_source, source, body.filename, body.memory_quota
+        encoded = await offload.run(
+            ctx.agent,
+            f"compiling {body.filename} for the debugger",
+            len(body.starlark),
+            build_starlark_program,
+            body.starlark.encode(),
+            body.filename,
+            body.memory_quota,
         )
-        return program, code_labels(program)
-    if body.program is not None:
-        program = decode_program(body.program)
+    elif body.program is not None:
+        encoded = body.program
     else:
         assert body.program_id is not None
-        program = ctx.state.engine.programs.load(body.program_id)
-    return program, code_labels(program)
+        encoded = ctx.state.engine.vault.get(body.program_id)
+    if len(encoded) > offload.limits.inline_bytes:
+        program = await asyncio.to_thread(decode_program, encoded)
+    else:
+        program = decode_program(encoded)
+    limit = ctx.state.debug.limits.max_code_length
+    check_size("debugged program (instructions)", len(program.code), limit)
+    return program, labels if labels is not None else code_labels(program)
 
 
 def _view(ctx: Context, session_id: str) -> DebugView:
@@ -252,6 +275,7 @@ DEBUG_OPERATIONS: Final[tuple[Operation, ...]] = (
         _SESSION + "/files",
         files,
         "The source the session's program was compiled from",
+        Action.DEBUG,
         errors=_ERRORS,
         tag="debugger",
         response=DebugFiles,

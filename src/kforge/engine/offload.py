@@ -1,0 +1,188 @@
+"""CPU-heavy work off the event loop: each job in a process of its own, under a time limit.
+
+Assembling or compiling an upload, linking, disassembling a large program and
+replaying a run for its proof take time in proportion to their input.  Done on
+the event loop, one large request would stall every other, ``/v1/health``
+included.  :class:`Offload` runs such a job (a top-level function of bytes and
+numbers, :mod:`kforge.engine.jobs`) in a worker process forked from a fork
+server that has kforge loaded, so the event loop, and every request that does
+not wait for this job, goes on meanwhile; the operating system's scheduler, not
+the interpreter's lock, shares the CPU.  A job that outlives its time limit is
+killed (:class:`WorkTimedOut`, and nothing of it is kept).  Jobs whose input is
+small (``WorkLimits.inline_bytes``) run inline, where a process would cost more
+than the work.
+
+The pool is shared fairly: at most ``workers`` jobs run at once, and one agent
+has at most ``per_agent`` jobs running or waiting (more is :class:`OverLimit`),
+so an agent sending huge uploads waits for its own and cannot queue ahead of the
+others.  A job's :class:`~kforge.core.ForgeError` comes back as
+:class:`JobFailed`, with the original's category, code, HTTP status, message and
+context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Final, TypeVar
+
+from kforge.core import AgentId, ErrorCategory, ForgeError, Internal, KingdomError
+from kforge.engine.policy import OverLimit
+
+__all__ = ["JobFailed", "Offload", "WorkLimits", "WorkTimedOut"]
+
+T = TypeVar("T")
+
+#: What the fork server loads once, so that each job's process starts with it.
+_PRELOAD: Final = [
+    "kforge.asm",
+    "kforge.disasm",
+    "kforge.link",
+    "kforge.program",
+    "kforge.proofs",
+    "kforge.engine.jobs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkLimits:
+    """The pool for CPU-heavy work (``docs/security.md``).
+
+    ``time_limit`` is one job's wall-clock seconds; ``workers`` how many run at
+    once; ``per_agent`` how many one agent may have running or waiting;
+    ``inline_bytes`` the input size up to which a job runs on the spot.
+    """
+
+    workers: int = 2
+    time_limit: float = 30.0
+    per_agent: int = 1
+    inline_bytes: int = 16 * 1024
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.per_agent < 1 or self.time_limit <= 0:
+            raise ValueError("workers and per_agent must be at least 1, time_limit positive")
+
+
+class WorkTimedOut(ForgeError):
+    """A job that did not finish within its time limit (it was stopped; 422: asking again
+    for the same does not fit either)."""
+
+    category = ErrorCategory.QUOTA_EXCEEDED
+    code = 0x0504
+    http_status = 422
+
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"{what} took longer than its time limit of {seconds:g} s and was stopped")
+        self.what = what
+        self.seconds = seconds
+
+
+class JobFailed(ForgeError):
+    """A job's own error, as the job's process raised it (same category, code and status)."""
+
+    def __init__(self, kingdom: KingdomError, http_status: int) -> None:
+        super().__init__(kingdom.message.decode("utf-8", "replace"))
+        self.kingdom = kingdom
+        self.http_status = http_status  # type: ignore[misc]
+        self.category = kingdom.category  # type: ignore[misc]
+        self.code = kingdom.code  # type: ignore[misc]
+
+    def to_kingdom_error(self, context: dict[bytes, bytes] | None = None) -> KingdomError:
+        merged = {**self.kingdom.context, **(context or {})}
+        return KingdomError(self.kingdom.code, self.kingdom.category, self.kingdom.message, merged)
+
+
+def _run_job(channel: Connection, job: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """The worker process: run ``job`` and send back its value or its error."""
+    try:
+        channel.send(("ok", job(*args)))
+    except ForgeError as error:
+        channel.send(("error", (error.to_kingdom_error(), error.http_status)))
+    except MemoryError:
+        channel.send(("error", (Internal("the job ran out of memory").to_kingdom_error(), 500)))
+    except Exception as error:  # a bug: reported, never a hang
+        failure = Internal(f"{type(error).__name__}: {error}")
+        channel.send(("error", (failure.to_kingdom_error(), 500)))
+    finally:
+        channel.close()
+
+
+class Offload:
+    """The engine's pool for CPU-heavy work (see the module's description)."""
+
+    def __init__(self, limits: WorkLimits | None = None) -> None:
+        self.limits = limits or WorkLimits()
+        self._slots = asyncio.Semaphore(self.limits.workers)
+        self._by_agent: dict[AgentId, int] = {}
+        self._context: Any = None
+
+    def _process_context(self) -> Any:
+        if self._context is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            self._context = context
+        return self._context
+
+    async def run(
+        self,
+        agent: AgentId,
+        what: str,
+        size: int,
+        job: Callable[..., T],
+        *args: Any,
+    ) -> T:
+        """``job(*args)``, inline when ``size`` (its input, in bytes) is small, else in a
+        worker process under the time limit.  ``what`` names it in errors."""
+        if size <= self.limits.inline_bytes:
+            return job(*args)
+        held = self._by_agent.get(agent, 0)
+        if held >= self.limits.per_agent:
+            raise OverLimit("per_agent jobs", held + 1, self.limits.per_agent, f"agent {agent}")
+        self._by_agent[agent] = held + 1
+        try:
+            async with self._slots:
+                return await self._in_process(what, job, args)  # type: ignore[no-any-return]
+        finally:
+            left = self._by_agent[agent] - 1
+            if left:
+                self._by_agent[agent] = left
+            else:
+                del self._by_agent[agent]
+
+    async def _in_process(self, what: str, job: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        context = self._process_context()
+        receiver, sender = context.Pipe(duplex=False)
+        process = context.Process(target=_run_job, args=(sender, job, args), daemon=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, process.start)
+        sender.close()
+        try:
+            outcome, value = await asyncio.wait_for(
+                loop.run_in_executor(None, _receive, receiver), self.limits.time_limit
+            )
+        except TimeoutError:
+            raise WorkTimedOut(what, self.limits.time_limit) from None
+        finally:
+            if process.is_alive():
+                process.kill()
+            receiver.close()
+            await loop.run_in_executor(None, process.join)
+        if outcome == "ok":
+            return value
+        kingdom, status = value
+        raise JobFailed(kingdom, status)
+
+
+def _receive(channel: Connection) -> tuple[str, Any]:
+    """What the job's process sent; a process that died first is an internal error."""
+    with contextlib.suppress(EOFError, OSError):
+        found: tuple[str, Any] = channel.recv()
+        return found
+    return (
+        "error",
+        (Internal("the job's process ended without an answer").to_kingdom_error(), 500),
+    )
