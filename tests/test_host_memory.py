@@ -31,6 +31,7 @@ from kforge.host import AgoraBoard, Status, parse_reply
 from kforge.machine import Machine
 from kforge.messages import Envelope, Mailbox
 from kforge.proofs import verify_proof
+from kforge.storage import DECODED_INSTRUCTION_BYTES, ProgramCache, Vault
 from test_engine_support import OTHER, OWNER, create, open_engine, put, run
 from test_server_support import Agent, running_server
 
@@ -386,3 +387,32 @@ def test_kforge_run_json_writes_a_large_output_without_copying_it() -> None:
         tracemalloc.stop()
     assert sink.written > 2 * (32 << 20)  # the hex and the text of the whole output
     assert peak < 4 << 20
+
+
+def test_a_program_counts_once_for_its_owner_and_the_cache_is_bounded_in_bytes() -> None:
+    """Decoded programs are host memory too: each distinct program an agent's live sandboxes
+    run counts once against its share, and the program cache holds at most its bytes."""
+    big = "".join(f"LI r1, {index}\n" for index in range(20_000)) + "HALT\n"
+
+    async def body() -> None:
+        limits = EngineLimits(max_host_bytes_per_owner=3 << 20)
+        async with open_engine(limits=limits) as engine:
+            first = await create(engine, big)
+            held = engine.state.host_bytes_of(OWNER)
+            assert held > 20_000 * DECODED_INSTRUCTION_BYTES
+            await create(engine, big)  # the same program: nothing more
+            assert engine.state.host_bytes_of(OWNER) - held < 1024
+            with pytest.raises(OverLimit) as refused:
+                await create(engine, big.replace("HALT", "NOP\nHALT"))
+            assert refused.value.limit == "max_host_bytes_per_owner"
+            await engine.kill_sandbox(first, OWNER)
+            assert engine.state.holds_program(OWNER, engine.state.sandbox(first).program)
+
+    run(body)
+    vault = Vault(":memory:")
+    cache = ProgramCache(vault, capacity=100, max_bytes=3 * 20_001 * DECODED_INSTRUCTION_BYTES)
+    ids = [vault.put_program(assemble(big.replace("HALT", "NOP\n" * n + "HALT"))) for n in range(5)]
+    for program_id in ids:
+        cache.load(program_id)
+    assert len(cache) <= 3 and cache.size <= cache.max_bytes
+    vault.close()

@@ -239,17 +239,29 @@ class Vault(SqliteStore):
         return self.put(program.encoded)
 
 
+#: What one decoded instruction holds in memory, about (measured: 94 bytes).
+DECODED_INSTRUCTION_BYTES: Final = 96
+
+
+def decoded_size(program: ForgeProgram) -> int:
+    """What a decoded program holds in memory, about: its instructions and its data."""
+    return len(program.code) * DECODED_INSTRUCTION_BYTES + len(program.data)
+
+
 class ProgramCache:
-    """Programs fetched from a vault by id, decoded once, kept in an LRU of ``capacity``.
+    """Programs fetched from a vault by id, decoded once, kept in an LRU of ``capacity``
+    programs and ``max_bytes`` of decoded programs (:func:`decoded_size`).
 
     Because ids are content hashes, a cached program can never go stale.
     """
 
-    def __init__(self, vault: Vault, capacity: int = 256) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
+    def __init__(self, vault: Vault, capacity: int = 256, max_bytes: int = 64 << 20) -> None:
+        if capacity < 1 or max_bytes < 1:
+            raise ValueError("capacity and max_bytes must be at least 1")
         self.vault = vault
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.size = 0
         self.hits = 0
         self.misses = 0
         self._programs: OrderedDict[Hash256, ForgeProgram] = OrderedDict()
@@ -271,17 +283,26 @@ class ProgramCache:
             program = decode_program(blob)
         except InvalidProgram as error:
             raise InvalidProgram(f"vault object {program_id}: {error.reason}") from None
-        self._programs[program_id] = program
-        if len(self._programs) > self.capacity:
-            self._programs.popitem(last=False)
+        self._add(program_id, program)
         return program
 
     def keep(self, program: ForgeProgram) -> None:
         """Keep a program decoded elsewhere (it is stored in the vault under its id)."""
-        self._programs[program.program_id] = program
-        self._programs.move_to_end(program.program_id)
-        if len(self._programs) > self.capacity:
-            self._programs.popitem(last=False)
+        if program.program_id in self._programs:
+            self._programs.move_to_end(program.program_id)
+        else:
+            self._add(program.program_id, program)
+
+    def _add(self, program_id: Hash256, program: ForgeProgram) -> None:
+        """Keep ``program``, then drop the least recently used beyond the bounds (a program
+        larger than ``max_bytes`` alone is not kept)."""
+        self._programs[program_id] = program
+        self.size += decoded_size(program)
+        while self._programs and (
+            len(self._programs) > self.capacity or self.size > self.max_bytes
+        ):
+            _, dropped = self._programs.popitem(last=False)
+            self.size -= decoded_size(dropped)
 
     def __contains__(self, program_id: object) -> bool:
         return program_id in self._programs

@@ -391,6 +391,25 @@ class Policy:
                 return OverLimit(limit, already + size, maximum, who)
         return None
 
+    def admit_program(self, owner: AgentId, program_id: Hash256, size: int) -> None:
+        """Refuse (``OverLimit``) a sandbox of ``owner`` running a program of ``size`` decoded
+        bytes that would take the owner's or the engine's host bytes past their limits
+        (nothing when the owner runs that program already)."""
+        if self.state.holds_program(owner, program_id):
+            return
+        state, limits = self.state, self.limits
+        for limit, held, maximum, holder in (
+            (
+                "max_host_bytes_per_owner",
+                state.host_bytes_of(owner),
+                limits.max_host_bytes_per_owner,
+                f"agent {owner}",
+            ),
+            ("max_host_bytes", state.host_bytes, limits.max_host_bytes, "the engine"),
+        ):
+            if held + size > maximum:
+                raise OverLimit(limit, held + size, maximum, holder)
+
     def admit_sandbox(self, owner: AgentId, quota: int, held: int = 0) -> None:
         """Refuse a new sandbox of ``quota`` bytes, for which the host would hold ``held``
         bytes (its request), that would take the engine or ``owner`` past its limits:

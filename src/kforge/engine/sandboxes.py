@@ -58,6 +58,7 @@ from kforge.limits import MAX_LINK_IMPORTS, check_size
 from kforge.link import Import, link_cost
 from kforge.machine import MachineState, granted_channels, plan_memory
 from kforge.program import ForgeProgram, decode_program
+from kforge.storage import decoded_size
 
 __all__ = ["ProgramGate", "Sandboxes"]
 
@@ -198,6 +199,7 @@ class Sandboxes:
                 f"unresolved imports ({names}): name their programs in the request's imports"
             )
         plan_memory(program, quota, request.environment or {})
+        ctx.policy.admit_program(request.owner, program.program_id, decoded_size(program))
         link_ticks = link_cost(request.imports)
         charge = ctx.ledger.charge_creation(request.owner, quota) if ctx.accounting else None
         try:

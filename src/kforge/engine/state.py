@@ -49,6 +49,7 @@ from kforge.engine.sandbox import (
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
 from kforge.proofs.snapshot import checkpoint, restore
+from kforge.storage import decoded_size
 from kforge.tiers import TierRunner
 from kforge.wire import U64, Schema
 
@@ -136,14 +137,20 @@ class StateSnapshot(Schema, frozen=True):
 
 
 class Holdings:
-    """What one owner's live sandboxes hold of the engine's pools."""
+    """What one owner's live sandboxes hold of the engine's pools.
 
-    __slots__ = ("count", "host_bytes", "memory")
+    ``host_bytes`` counts its sandboxes' own (``Sandbox.host_bytes``) and each
+    distinct program they run once (its decoded size); ``programs`` holds, by
+    program id, how many of them run it and that size.
+    """
+
+    __slots__ = ("count", "host_bytes", "memory", "programs")
 
     def __init__(self) -> None:
         self.count = 0
         self.memory = 0
         self.host_bytes = 0
+        self.programs: dict[Hash256, list[int]] = {}
 
     @property
     def empty(self) -> bool:
@@ -286,6 +293,11 @@ class EngineState:
         if held.empty:
             del self._holdings[sandbox.owner]
 
+    def holds_program(self, owner: AgentId, program_id: Hash256) -> bool:
+        """Whether a live sandbox of ``owner`` runs ``program_id`` (it is counted already)."""
+        held = self._holdings.get(owner)
+        return held is not None and program_id in held.programs
+
     def count_live(self, sandbox: Sandbox, delta: int) -> None:
         quota = delta * (sandbox.request.memory_quota or 0)
         self._live_count += delta
@@ -295,8 +307,32 @@ class EngineState:
             held = self._holdings[sandbox.owner] = Holdings()
         held.count += delta
         held.memory += quota
+        weight = self._count_program(held, sandbox, delta)
+        held.host_bytes += weight
+        self._host_bytes += weight
         if held.empty:
             del self._holdings[sandbox.owner]
+
+    @staticmethod
+    def _count_program(held: Holdings, sandbox: Sandbox, delta: int) -> int:
+        """Count the sandbox's program for its owner; the host bytes that adds (a program's
+        decoded size counts once per owner, however many of its sandboxes run it)."""
+        entry = held.programs.get(sandbox.program)
+        if delta > 0:
+            if entry is not None:
+                entry[0] += 1
+                return 0
+            machine = sandbox.machine
+            size = decoded_size(machine.program) if machine is not None else 0
+            held.programs[sandbox.program] = [1, size]
+            return size
+        if entry is None:
+            return 0
+        entry[0] -= 1
+        if entry[0]:
+            return 0
+        del held.programs[sandbox.program]
+        return -entry[1]
 
     # ------------------------------------------------------------------ stopped runs
 
