@@ -16,6 +16,8 @@ import asyncio
 import gc
 import io
 import struct
+import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -23,6 +25,7 @@ import pytest
 
 from kforge.asm import assemble
 from kforge.cli.main import write_result_json
+from kforge.client import Client
 from kforge.core import AgentId, EventKind, Hash256, StateCorrupted
 from kforge.engine import CreateSandbox, Endpoint, Engine, EngineLimits, SandboxState, Service
 from kforge.engine.archive import SqliteArchive
@@ -31,6 +34,8 @@ from kforge.host import AgoraBoard, Status, parse_reply
 from kforge.machine import Machine
 from kforge.messages import Envelope, Mailbox
 from kforge.proofs import verify_proof
+from kforge.server import ServerConfig
+from kforge.server.sandbox_api import OUTPUT_CHUNK
 from kforge.storage import DECODED_INSTRUCTION_BYTES, ProgramCache, Vault
 from test_engine_support import OTHER, OWNER, create, open_engine, put, run
 from test_server_support import Agent, running_server
@@ -416,3 +421,56 @@ def test_a_program_counts_once_for_its_owner_and_the_cache_is_bounded_in_bytes()
         cache.load(program_id)
     assert len(cache) <= 3 and cache.size <= cache.max_bytes
     vault.close()
+
+
+def test_wait_answers_with_the_outputs_first_chunk_and_the_client_reads_the_rest() -> None:
+    """A result's output may be as large as the memory quota: ``/wait`` carries its first
+    256 KiB and its length, never the whole of it at once; the client reads on."""
+    program = """
+            LI   r2, 65000
+            LI   r5, 16
+            LI   r6, 1
+    again:  JZ   r5, done
+            SEND 0, r253, r2
+            SUB  r5, r5, r6
+            JMP  again
+    done:   HALT
+    """
+    with running_server() as live:
+        agent = Agent(live.base_url)
+        sandbox = agent.create(program, memory_quota=4 << 20)
+        waited = agent.run_to_end(sandbox)
+        assert waited["output_length"] == 16 * 65000
+        assert len(waited["output_hex"]) // 2 == OUTPUT_CHUNK
+
+        async def read() -> bytes:
+            async with Client(live.base_url, agent.key) as client:
+                result = await client.wait(Hash256.from_hex(sandbox), timeout=5)
+                return result.output
+
+        assert asyncio.run(read()) == bytes(16 * 65000)
+        agent.close()
+
+
+def test_one_agent_has_a_bounded_number_of_requests_in_flight() -> None:
+    config = ServerConfig(max_requests_in_flight_per_agent=2)
+    with running_server(config) as live:
+        agent, other = Agent(live.base_url), Agent(live.base_url)
+        sandbox = agent.create("LI r2, 8\n RECV 2, r3, r253, r2\n RECV 2, r3, r253, r2\n HALT")
+        agent.ok("POST", f"/v1/sandboxes/{sandbox}/start", {}, 202)
+        polls = [
+            threading.Thread(
+                target=lambda: agent.request("GET", f"/v1/sandboxes/{sandbox}/wait?timeout=3")
+            )
+            for _ in range(2)
+        ]
+        for poll in polls:
+            poll.start()
+        time.sleep(0.5)
+        assert agent.request("GET", "/v1/whoami").status_code == 429
+        assert other.request("GET", "/v1/whoami").status_code == 200
+        for poll in polls:
+            poll.join(10)
+        assert agent.request("GET", "/v1/whoami").status_code == 200
+        agent.close()
+        other.close()

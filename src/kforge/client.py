@@ -73,6 +73,7 @@ from kforge.server.schemas import (
     SandboxStatus,
     Session,
     StepResult,
+    WaitResult,
 )
 from kforge.server.signing import AgentKey
 from kforge.wire import Schema, decode_msgpack, encode_msgpack
@@ -319,16 +320,24 @@ class Client:
                 else max(0.0, min(_MAX_POLL, deadline - time.monotonic()))
             )
             try:
-                return await self._send(
+                waited = await self._send(
                     "GET",
                     f"/v1/sandboxes/{sandbox_id.hex}/wait",
                     None,
-                    ExecResult,
+                    WaitResult,
                     query={"timeout": f"{left:.3f}"},
                 )
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
+                continue
+            fields = msgspec.structs.asdict(waited)
+            length = fields.pop("output_length")
+            output = waited.output
+            if length > len(output):  # the reply holds the first chunk: read the rest
+                output += await self.output(sandbox_id, offset=len(output))
+            fields["output"] = output
+            return ExecResult(**fields)
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId | None = None) -> None:
         self._check_requester(requester)

@@ -499,10 +499,18 @@ class Engine:
         return await self.sandboxes.output(sandbox_id, requester, offset=offset, limit=limit)
 
     async def wait(
-        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None = None,
+        *,
+        timeout: float | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``)."""
-        return await self.sandboxes.wait(sandbox_id, requester, timeout=timeout)
+        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``),
+        with its whole output or its first ``output_limit`` bytes."""
+        return await self.sandboxes.wait(
+            sandbox_id, requester, timeout=timeout, output_limit=output_limit
+        )
 
     async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
         """Hand the sandbox to the scheduler (see :meth:`Sandboxes.exec_start`)."""

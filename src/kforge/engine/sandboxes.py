@@ -317,20 +317,27 @@ class Sandboxes:
         return state.run_output(sandbox, offset, end - offset), length
 
     async def wait(
-        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None = None,
+        *,
+        timeout: float | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
-        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``)."""
+        """The result once the sandbox has stopped (``asyncio.TimeoutError`` after ``timeout``),
+        with its whole output, or its first ``output_limit`` bytes."""
         sandbox = (
             self.ctx.state.sandbox(sandbox_id)
             if requester is None
             else self.authorized(sandbox_id, requester, Action.READ_SANDBOX)
         )
-        result = self.ctx.state.full_result(sandbox)
-        if result is not None:
-            return result
-        future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(sandbox.id, []).append(future)
-        return await asyncio.wait_for(future, timeout)
+        if sandbox.result is None:
+            future: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(sandbox.id, []).append(future)
+            await asyncio.wait_for(future, timeout)
+        result = self.ctx.state.result_with_output(sandbox, output_limit)
+        assert result is not None
+        return result
 
     # ------------------------------------------------------------------ executing
 
@@ -522,15 +529,27 @@ class Sandboxes:
         assert summary is not None
         if service is not None and self.on_service_stopped is not None:
             self.on_service_stopped(service, summary, ticks, current, queued)
-        if waiters or notify:
-            result = ctx.state.full_result(sandbox)
-            assert result is not None
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(result)
-            for recipient, reply_to in notify:
-                ctx.mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
+        for waiter in waiters:  # each reads as much of the output as it wants
+            if not waiter.done():
+                waiter.set_result(summary)
+        if notify:
+            self._post_results(sandbox, notify)
         self._keep_stopped_within_limit(sandbox.owner)
+
+    def _post_results(self, sandbox: Sandbox, notify: Iterable[tuple[AgentId, Hash256]]) -> None:
+        """EXEC_RESULT, with the whole output, to whoever started the sandbox by message.  An
+        output larger than a mailbox holds is not read from the archive: the envelope would
+        be dropped, and is counted so (the output is read with ``output`` instead)."""
+        ctx = self.ctx
+        mailbox = ctx.mailbox
+        if ctx.state.output_length(sandbox) > mailbox.max_bytes:
+            for recipient, _ in notify:
+                mailbox.count_dropped(recipient)
+            return
+        result = ctx.state.result_with_output(sandbox)
+        assert result is not None
+        for recipient, reply_to in notify:
+            mailbox.post(recipient, ctx.replies.exec_result(result, reply_to))
 
     def cancel_waiting(self) -> None:
         """Cancel every wait for a result (the engine stops, its sandboxes are left running)."""

@@ -388,12 +388,15 @@ class EngineState:
             )
         return decode_logs(sandbox.id, raw)
 
-    def full_result(self, sandbox: Sandbox) -> ExecResult | None:
-        """The sandbox's result with its whole output (read back when archived)."""
+    def result_with_output(self, sandbox: Sandbox, limit: int | None = None) -> ExecResult | None:
+        """The sandbox's result with its whole output, or its first ``limit`` bytes (read
+        back from the archive when the run went there)."""
         result = sandbox.result
-        if result is None or sandbox.run_digest is None:
+        if result is None:
+            return None
+        if sandbox.run_digest is None and (limit is None or len(result.output) <= limit):
             return result
-        return replace(result, output=self.run_output(sandbox))
+        return replace(result, output=self.run_output(sandbox, 0, limit))
 
     # ------------------------------------------------------------------ as one value
 

@@ -126,6 +126,10 @@ class Mailbox:
         self._let_go_if_empty(recipient, box)
         return taken
 
+    def count_dropped(self, recipient: AgentId) -> None:
+        """An envelope for ``recipient`` was dropped before it was posted (too large)."""
+        self._box(recipient).dropped += 1
+
     def dropped(self, recipient: AgentId) -> int:
         box = self._boxes.get(recipient)
         return box.dropped if box else 0

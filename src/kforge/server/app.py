@@ -227,6 +227,7 @@ def serve(
             ws="websockets-sansio",
             lifespan="on",
             use_colors=wants_colour(sys.stderr),
+            limit_concurrency=state.config.max_connections,
         )
     )
     stream = out or sys.stdout

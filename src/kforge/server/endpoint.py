@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
-from kforge.core import ForgeError, Hash256, Internal, InvalidRequest, KingdomError
+from kforge.core import AgentId, ForgeError, Hash256, Internal, InvalidRequest, KingdomError
 from kforge.engine.policy import Action, RateLimited
 from kforge.server.auth import AuthError, Principal
 from kforge.server.codec import BodyError, decode_body, decode_plain, encode_body, wants_msgpack
@@ -186,6 +186,7 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
 
     async def endpoint(request: Request) -> Response:
         state: ServerState = request.app.state.kforge
+        counted: AgentId | None = None
         try:
             raw = await read_limited(request, state.config.max_body_bytes)
             principal = Principal(state.operator_agent, True, "none")
@@ -196,6 +197,7 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
                 if operation.signature_only and principal.method != "signature":
                     raise AuthError(401, "this operation needs a signed request, not a token")
                 state.authenticator.limiter.take(principal.agent)
+                counted = _enter(state, principal.agent)
             content_type = request.headers.get("content-type")
             body: Any = None
             is_msgpack = False
@@ -225,6 +227,9 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
         except Exception as error:  # a bug: answer it, never drop the connection
             log.exception("%s %s failed", request.method, request.url.path)
             return forge_error_response(request, Internal(f"{type(error).__name__}: {error}"))
+        finally:
+            if counted is not None:
+                _leave(state, counted)
         if isinstance(outcome, Response):
             return outcome
         status, value = outcome
@@ -236,6 +241,24 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
 
     endpoint.__name__ = operation.handler.__name__
     return endpoint
+
+
+def _enter(state: ServerState, agent: AgentId) -> AgentId:
+    """Count a request of ``agent`` in flight; 429 when it has too many already."""
+    held = state.in_flight.get(agent, 0)
+    limit = state.config.max_requests_in_flight_per_agent
+    if held >= limit:
+        raise AuthError(429, f"agent {agent} has {held} requests in flight, at most {limit}", 1.0)
+    state.in_flight[agent] = held + 1
+    return agent
+
+
+def _leave(state: ServerState, agent: AgentId) -> None:
+    left = state.in_flight.get(agent, 1) - 1
+    if left:
+        state.in_flight[agent] = left
+    else:
+        state.in_flight.pop(agent, None)
 
 
 def path_id(ctx: Context, name: str) -> Hash256:

@@ -40,6 +40,7 @@ from kforge.server.schemas import (
     SandboxRequest,
     SandboxStatus,
     StepResult,
+    WaitResult,
 )
 
 __all__ = ["OUTPUT_CHUNK", "SANDBOX_OPERATIONS", "TIMEOUT"]
@@ -101,8 +102,12 @@ async def wait(ctx: Context) -> tuple[int, Any]:
     """The result once stopped; 408 when ``timeout`` seconds pass first (0: do not wait)."""
     sandbox_id = path_id(ctx, "sandbox_id")
     timeout = query_number(ctx, "timeout", 30.0, 0.0, ctx.state.config.max_wait_seconds)
-    result: ExecResult = await ctx.state.engine.wait(sandbox_id, ctx.agent, timeout=timeout)
-    return 200, result
+    engine = ctx.state.engine
+    result: ExecResult = await engine.wait(
+        sandbox_id, ctx.agent, timeout=timeout, output_limit=OUTPUT_CHUNK
+    )
+    _, length = await engine.output_chunk(sandbox_id, ctx.agent, offset=0, limit=0)
+    return 200, WaitResult(**msgspec.structs.asdict(result), output_length=length)
 
 
 async def forget(ctx: Context) -> tuple[int, Any]:
@@ -254,7 +259,7 @@ SANDBOX_OPERATIONS: Final[tuple[Operation, ...]] = (
         Action.READ_SANDBOX,
         query=(TIMEOUT,),
         errors=(*_NOT_MINE, 408),
-        response=ExecResult,
+        response=WaitResult,
     ),
     Operation(
         "GET",

@@ -29,6 +29,11 @@ class ServerConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     debug: DebugLimits = field(default_factory=DebugLimits)
     max_body_bytes: int = 1024 * 1024
+    #: Requests of one agent the server works on at once (long polls included); 429 beyond.
+    max_requests_in_flight_per_agent: int = 16
+    #: Connections the server serves at once (each may hold a body of ``max_body_bytes``
+    #: while it is read); beyond, new connections get 503.
+    max_connections: int = 512
     max_wait_seconds: float = 60.0
     max_event_subscriptions_per_agent: int = 16
     #: The preset of a creation that names none and leaves out its quota or budget.
@@ -48,4 +53,6 @@ class ServerState:
     operator_agent: AgentId
     dev_token: str
     subscriptions: dict[AgentId, int] = field(default_factory=dict)
+    #: Requests each agent has in flight (agents with none are not kept).
+    in_flight: dict[AgentId, int] = field(default_factory=dict)
     notes: SandboxNotes = field(default_factory=SandboxNotes)
