@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kforge.core import AgentId, Hash256, UnresolvedSymbol
+from kforge.core import AgentId, Hash256, Internal, UnresolvedSymbol
 from kforge.engine.jobs import ASSEMBLY, build_program
 from kforge.engine.offload import JobFailed, Offload, WorkLimits, WorkTimedOut
 from kforge.engine.policy import OverLimit
@@ -164,5 +164,31 @@ def test_linking_and_proving_run_in_a_worker_and_agree() -> None:
             program = engine.programs.load(engine.state.sandbox(sandbox).program)
             verify_proof(proof, program, record, engine.signer.public_raw)
             assert isinstance(resolved, Hash256)
+
+    run(body)
+
+
+def test_closing_stops_every_job_and_starts_no_other() -> None:
+    """A job outliving the engine would hold a CPU for up to its time limit after close."""
+
+    async def body() -> None:
+        offload = Offload(WorkLimits(inline_bytes=0, workers=1, time_limit=60))
+        other = AgentId(b"\x08" * 32)
+        long = "".join(f"x{i}: LI r1, {i}\n" for i in range(400_000)) + "HALT\n"  # seconds
+        running = asyncio.ensure_future(
+            offload.run(AGENT, "building", 10**6, build_program, ASSEMBLY, long, "a")
+        )
+        waiting = asyncio.ensure_future(
+            offload.run(other, "building", 10**6, build_program, ASSEMBLY, HEAVY, "b")
+        )
+        await asyncio.sleep(0.5)  # the first is in its process, the second waits for a slot
+        started = time.monotonic()
+        offload.close()
+        for job in (running, waiting):
+            with pytest.raises(Internal, match="the engine closed"):
+                await job
+        assert time.monotonic() - started < 5
+        with pytest.raises(Internal, match="the engine closed"):
+            await offload.run(AGENT, "building", 1, build_program, ASSEMBLY, "HALT", "c")
 
     run(body)

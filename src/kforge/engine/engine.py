@@ -396,6 +396,7 @@ class Engine:
         if self._task is not None:
             await self._task
             self._task = None
+        self.ctx.offload.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         for resource in self._owned:

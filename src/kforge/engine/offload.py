@@ -15,7 +15,9 @@ than the work.
 The pool is shared fairly: at most ``workers`` jobs run at once, and one agent
 has at most ``per_agent`` jobs running or waiting (more is :class:`OverLimit`),
 so an agent sending huge uploads waits for its own and cannot queue ahead of the
-others.  A job's :class:`~kforge.core.ForgeError` comes back as
+others; and a job's process runs at a lower priority than the server
+(``WORKER_NICENESS``), so requests come first.  A job's
+:class:`~kforge.core.ForgeError` comes back as
 :class:`JobFailed`, with the original's category, code, HTTP status, message and
 context.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -37,6 +40,8 @@ __all__ = ["JobFailed", "Offload", "WorkLimits", "WorkTimedOut"]
 
 T = TypeVar("T")
 
+#: How much lower a job's process runs than the server (``nice``).
+WORKER_NICENESS: Final = 10
 #: What the fork server loads once, so that each job's process starts with it.
 _PRELOAD: Final = [
     "kforge.asm",
@@ -97,7 +102,10 @@ class JobFailed(ForgeError):
 
 
 def _run_job(channel: Connection, job: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """The worker process: run ``job`` and send back its value or its error."""
+    """The worker process: run ``job`` (at a lower priority) and send back its value or its
+    error."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     try:
         channel.send(("ok", job(*args)))
     except ForgeError as error:
@@ -119,6 +127,20 @@ class Offload:
         self._slots = asyncio.Semaphore(self.limits.workers)
         self._by_agent: dict[AgentId, int] = {}
         self._context: Any = None
+        self._running: set[Any] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop every job's process now and start no other (the engine is closing: nobody
+        waits for them).  Each job stopped, or still waiting, ends :class:`Internal`."""
+        self._closed = True
+        for process in list(self._running):
+            if process.is_alive():
+                process.kill()
+
+    def _refuse_when_closed(self, what: str) -> None:
+        if self._closed:
+            raise Internal(f"{what} was stopped: the engine closed")
 
     def _process_context(self) -> Any:
         if self._context is None:
@@ -137,6 +159,7 @@ class Offload:
     ) -> T:
         """``job(*args)``, inline when ``size`` (its input, in bytes) is small, else in a
         worker process under the time limit.  ``what`` names it in errors."""
+        self._refuse_when_closed(what)
         if size <= self.limits.inline_bytes:
             return job(*args)
         held = self._by_agent.get(agent, 0)
@@ -154,11 +177,13 @@ class Offload:
                 del self._by_agent[agent]
 
     async def _in_process(self, what: str, job: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        self._refuse_when_closed(what)  # it waited for a slot while the engine closed
         context = self._process_context()
         receiver, sender = context.Pipe(duplex=False)
         process = context.Process(target=_run_job, args=(sender, job, args), daemon=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, process.start)
+        self._running.add(process)
         sender.close()
         try:
             outcome, value = await asyncio.wait_for(
@@ -171,6 +196,8 @@ class Offload:
                 process.kill()
             receiver.close()
             await loop.run_in_executor(None, process.join)
+            self._running.discard(process)
+        self._refuse_when_closed(what)
         if outcome == "ok":
             return value
         kingdom, status = value
