@@ -228,6 +228,7 @@ def serve(
             lifespan="on",
             use_colors=wants_colour(sys.stderr),
             limit_concurrency=state.config.max_connections,
+            timeout_graceful_shutdown=5,
         )
     )
     stream = out or sys.stdout

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 
 from kforge.core import AgentId, ForgeError, Hash256, Internal, InvalidRequest, KingdomError
@@ -207,6 +207,8 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
                 body, is_msgpack = decode_plain(raw, content_type)
             context = Context(request, state, principal, body, is_msgpack)
             outcome = await operation.handler(context)
+        except ClientDisconnect:  # nobody to answer: no error of ours either
+            return Response(status_code=400)
         except AuthError as error:
             return auth_error_response(request, error)
         except RateLimited as error:
