@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import wasmtime
 
 import kforge.fast
+from kforge.engine import CreateSandbox, SandboxState
 from kforge.fast import FastTier
 from kforge.fast import tiering as tiering_module
+from kforge.fast.compiler import MAX_COMPILED_CODE
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 from kforge.tiers import TierRunner
+from test_engine_support import OWNER, open_engine, run
 from test_fast_support import assert_same
 
 
@@ -175,3 +179,61 @@ def test_compiled_code_of_another_program_is_refused() -> None:
             kforge.fast.execute(Machine.load(count_program(11)), compiled)
         twin = Machine.load(ForgeProgram(count_program(10).code))  # equal, not identical
         assert kforge.fast.execute(twin, compiled) is MachineState.HALTED
+
+
+def _longer_than_compiled(extra: int) -> ForgeProgram:
+    """``count_program``'s loop after ``MAX_COMPILED_CODE + extra`` instructions of padding."""
+    loop = count_program(1000).code
+    padding = MAX_COMPILED_CODE + extra - len(loop)
+    moved = [
+        replace(insn, imm=insn.imm + padding) if insn.opcode == Opcode.JLT else insn
+        for insn in loop
+    ]
+    return ForgeProgram((Instruction(Opcode.NOP),) * padding + tuple(moved))
+
+
+def test_a_program_over_the_compile_limit_runs_on_the_reference_in_every_tier() -> None:
+    """A valid program of 65,521 instructions once failed every fast-tier compile (wasmtime
+    takes at most 65,520 targets in a br_table): an internal error on ``fast``."""
+    program = _longer_than_compiled(1)
+    expected = Machine.load(program)
+    expected.run()
+    with FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=100) as tier:
+        assert not tier.compiles(program)
+        for name in ("fast", "auto"):
+            machine = Machine.load(program)
+            assert tier.run(machine, tier=name) is MachineState.HALTED  # type: ignore[arg-type]
+            assert_same(expected, machine)
+        assert tier.compiled(program) is None and not tier._pending
+        assert tier.compile_before_running(Machine.load(program)) is None
+        with pytest.raises(ValueError, match="more than the fast tier compiles"):
+            tier.compile(program)
+
+
+def test_an_engine_on_the_fast_tier_compiles_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large program's compile took the event loop for seconds on its first slice."""
+    program = _longer_than_compiled(-1)
+    compiled_on: list[threading.Thread] = []
+    real = tiering_module.generate_wat
+
+    def recording(plan: object) -> str:
+        compiled_on.append(threading.current_thread())
+        return real(plan)  # type: ignore[arg-type]
+
+    async def body() -> None:
+        loop_thread = threading.current_thread()
+        with FastTier(disk_cache=False) as fast:
+            runner = TierRunner("fast", fast_tier=fast)
+            async with open_engine(tier=runner) as engine:
+                code = engine.vault.put_program(program)
+                sandbox = await engine.create_sandbox(CreateSandbox(OWNER, code, 65536, 10**6))
+                await engine.exec_start(sandbox, OWNER)
+                result = await engine.wait(sandbox, timeout=60)
+                assert result.state is SandboxState.HALTED
+                assert fast.compiled(program) is not None
+        assert compiled_on and loop_thread not in compiled_on
+
+    monkeypatch.setattr(tiering_module, "generate_wat", recording)
+    run(body)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -111,6 +112,13 @@ class TierRunner:
             max_ticks=max_ticks,
             yield_on_tick=yield_on_tick,
         )
+
+    def compile_before_running(self, machine: Machine) -> Future[Any] | None:
+        """For the ``fast`` tier, the compile ``machine``'s next slice would otherwise do
+        where it runs, started on the compile thread (``FastTier.compile_before_running``);
+        ``None`` for the other tiers, which never wait for a compile."""
+        fast_tier = self.fast_tier if self.name == "fast" else None
+        return fast_tier.compile_before_running(machine) if fast_tier is not None else None
 
     def close(self) -> None:
         """Stop the compile thread of the fast tier this runner made.  Idempotent; machines

@@ -17,7 +17,9 @@ gets a quantum that adapts to wall time: doubled while its slices take under
 CPU-bound sandbox on compiled code pays the engine's cost per slice seldom
 while the event loop still gets a turn every few milliseconds.  Nothing a
 sandbox computes depends on where its slices end, so results are the same
-whatever the quantum.
+whatever the quantum.  On the ``fast`` tier, a slice that would compile its
+program first waits for that compile on the fast tier's compile thread, so no
+compile runs on the event loop (``auto`` compiles there anyway).
 """
 
 from __future__ import annotations
@@ -110,6 +112,12 @@ class Executor:
         machine = sandbox.machine
         if machine is None:
             return
+        compiling = self.runner.compile_before_running(machine)
+        if compiling is not None:  # the fast tier's compile: on its thread, not the loop
+            with contextlib.suppress(Exception):  # a failed compile fails the slice itself
+                await asyncio.wrap_future(compiling)
+            if sandbox.machine is not machine or not sandbox.state.is_live:
+                return  # stopped meanwhile
         async with self.lock:
             try:
                 await self._run(sandbox, machine)

@@ -72,10 +72,17 @@ from kforge.fast.calls import inline_bodies
 from kforge.fast.wat import RETURN, ExitStubs, register_local, state_load, state_store
 from kforge.isa import Opcode, OpKind, opcodes_where, tick_cost
 
-__all__ = ["COMPILER_VERSION", "generate_wat"]
+__all__ = ["COMPILER_VERSION", "MAX_COMPILED_CODE", "generate_wat"]
 
 #: Bump when the generated code changes: it is part of the on-disk cache key.
 COMPILER_VERSION: Final = "forge-wasm-8"
+#: The most instructions the fast tier compiles.  ``$route`` has one ``br_table``
+#: target per instruction, and wasmtime takes at most 65,520; the module's text
+#: (some 300 characters an instruction) and the compile's time and memory grow with
+#: the code too, so this also bounds what one compile may cost the host (about 2 s
+#: and 25 MB of text).  A longer program runs on the reference interpreter, with the
+#: same results.
+MAX_COMPILED_CODE: Final = 65_520
 _MAX_LIKELY_TARGETS: Final = 8
 _PAGE: Final = 65536
 #: Instructions using sp: a function holding one keeps sp in a local.
@@ -260,9 +267,10 @@ class _ModuleWriter:
         return bytes(table)
 
     def module(self) -> str:
-        if len(self.plan.code) >= NO_RETURN:
+        if len(self.plan.code) > MAX_COMPILED_CODE:
             raise ValueError(
-                f"{len(self.plan.code)} instructions: more than the fast tier compiles"
+                f"{len(self.plan.code)} instructions: more than the fast tier compiles "
+                f"({MAX_COMPILED_CODE})"
             )
         refunds = self.refund_table()
         state_end = REFUNDS_OFFSET + len(refunds)
@@ -299,3 +307,4 @@ def generate_wat(plan: ProgramPlan) -> str:
 
 
 assert RETURN == 0  # ``leaving`` tests ``$reason`` for zero
+assert MAX_COMPILED_CODE < NO_RETURN  # a return address is never NO_RETURN

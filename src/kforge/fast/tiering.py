@@ -12,6 +12,11 @@ background compile thread.  Three tiers:
   compiled code at the first chunk boundary after the compile finished.  A cold
   short run never waits for, nor pays for, the compiler.
 
+A program longer than :data:`~kforge.fast.compiler.MAX_COMPILED_CODE`
+instructions is never compiled: every tier runs it on the reference interpreter
+(the results are the same), so no program makes one compile cost the host more
+than that size allows.
+
 Chunk boundaries are invisible: a chunk stops between two instructions exactly
 where ``Machine.run`` would have gone on.  The one subtlety is ``yield_on_tick``:
 a chunk that stops on its own tick limit right after a TICK must yield, so the
@@ -35,7 +40,7 @@ import wasmtime
 from kforge.core import Hash256
 from kforge.fast.analysis import MAX_REGION_BLOCKS, STATIC_TARGETS, plan_program
 from kforge.fast.cache import ModuleCache, default_data_dir
-from kforge.fast.compiler import generate_wat
+from kforge.fast.compiler import MAX_COMPILED_CODE, generate_wat
 from kforge.fast.runtime import CompiledProgram, bound_program, execute, make_engine
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
@@ -131,6 +136,11 @@ class FastTier:
 
     # ------------------------------------------------------------------ compiling
 
+    @staticmethod
+    def compiles(program: ForgeProgram) -> bool:
+        """Whether the fast tier compiles ``program`` (else it runs on the reference)."""
+        return len(program.code) <= MAX_COMPILED_CODE
+
     def compiled(self, program: ForgeProgram) -> CompiledProgram | None:
         """The compiled program if it is ready now (in memory or just finished), else ``None``."""
         program_id = program.program_id
@@ -171,6 +181,18 @@ class FastTier:
             future = self._executor.submit(self._build, program)
             self._pending[program_id] = future
             return future
+
+    def compile_before_running(self, machine: Machine) -> Future[CompiledProgram] | None:
+        """The compile the ``fast`` tier would do on ``machine``'s next slice, started on the
+        compile thread; ``None`` when there is none to do.  A caller on an event loop awaits
+        it before the slice, so that no compile runs on the loop."""
+        bound = bound_program(machine)
+        if bound is not None and bound.engine is self.engine:
+            return None
+        program = machine.program
+        if not self.compiles(program) or self.compiled(program) is not None:
+            return None
+        return self.compile_in_background(program)
 
     def _build(self, program: ForgeProgram) -> CompiledProgram:
         plan = plan_program(program.code, program.entry, max_region_blocks=self.max_region_blocks)
@@ -225,6 +247,8 @@ class FastTier:
         if tier == "fast":
             if machine.state.is_final or machine.state is MachineState.BLOCKED:
                 return machine.state  # what Machine.run does; no need to compile
+            if not self.compiles(machine.program):
+                return machine.run(max_ticks, yield_on_tick=yield_on_tick)
             compiled = self.compile(machine.program)
             return execute(machine, compiled, max_ticks=max_ticks, yield_on_tick=yield_on_tick)
         if tier == "auto":
@@ -235,6 +259,8 @@ class FastTier:
         self, machine: Machine, max_ticks: int | None, yield_on_tick: bool
     ) -> MachineState:
         program = machine.program
+        if not self.compiles(program):
+            return machine.run(max_ticks, yield_on_tick=yield_on_tick)
         if machine.state is MachineState.READY:
             machine.state = MachineState.RUNNING
         limit = None if max_ticks is None else machine.ticks_used + max_ticks
