@@ -1,9 +1,13 @@
-"""Assembling, decoding, disassembling and linking take time linear in their input.
+"""Assembling, decoding, disassembling, linking, compiling and proving take time linear
+in their input.
 
 Each shape is timed at two sizes ten times apart: linear work grows about tenfold,
 quadratic work a hundredfold.  The bound (25x) leaves room for a busy machine and
 still catches anything quadratic, such as a line of many labels that was once
 re-sliced per label (100,000 labels on one line blocked a server for 37 s).
+Compiling for the fast tier stops at its limit (``MAX_COMPILED_CODE``, 65,520
+instructions; a longer program runs on the reference), so it grows to that; a
+proof's input is a run, measured in ticks (with a delivery every hundred).
 """
 
 from __future__ import annotations
@@ -13,11 +17,15 @@ import time
 from collections.abc import Callable
 
 import pytest
+import wasmtime
 
 from kforge.asm import assemble
 from kforge.disasm import disassemble
+from kforge.fast import make_engine, plan_program
+from kforge.fast.compiler import MAX_COMPILED_CODE, generate_wat
 from kforge.isa import Instruction, Opcode
 from kforge.link import Import, link
+from kforge.machine import Machine, MachineState
 from kforge.program import (
     ForgeProgram,
     Relocation,
@@ -26,6 +34,9 @@ from kforge.program import (
     SymbolKind,
     decode_program,
 )
+from kforge.proofs import generate_proof, verify_proof
+from kforge.proofs.keys import NodeKey
+from kforge.proofs.replay import RunRecord
 
 GROWTH = 10
 BOUND = 25.0
@@ -91,11 +102,65 @@ def linking(size: int) -> Callable[[], object]:
     return lambda: link(main, imports, store.__getitem__).encoded  # as it is stored
 
 
+def compiling_for_the_fast_tier(size: int) -> Callable[[], object]:
+    """Procedures of a loop, a load and a call each, planned, written as wasm and compiled."""
+    count = (size - 2) // 7
+    lines = ["CALL f0", "HALT"]
+    for n in range(count):
+        lines += [f"f{n}: LI r1, {n}", f"l{n}: LOADW r3, r253, {n % 64}", "ADD r1, r1, r3"]
+        lines += ["SUB r3, r3, r2", f"JNZ r3, l{n}", f"CALL f{(n + 1) % count}", "RET"]
+    program = assemble("\n".join(lines))
+    engine = make_engine()
+
+    def compile_it() -> object:
+        return wasmtime.Module(engine, generate_wat(plan_program(program.code, program.entry)))
+
+    return compile_it
+
+
+#: Echoes each message of channel 3 to stdout after a busy loop (about 100 ticks each).
+_ECHO = assemble(
+    """
+            LI   r2, 64
+            LI   r6, 1
+    again:  RECV 3, r1, r253, r2
+            JZ   r1, done
+            SEND 0, r253, r1
+            LI   r5, 48
+    busy:   SUB  r5, r5, r6
+            JNZ  r5, busy
+            JMP  again
+    done:   HALT
+    """
+)
+_KEY = NodeKey.generate()
+
+
+def proving_and_verifying(ticks: int) -> Callable[[], object]:
+    """A proof of a run of ``ticks`` ticks (a delivery every hundred), sampled every
+    thousand ticks, and its verification."""
+    machine = Machine.load(_ECHO, memory_quota=1 << 20, tick_budget=10**9, grants=[3])
+    while machine.run() is MachineState.BLOCKED:
+        machine.deliver(3, b"m" * 32 if machine.ticks_used < ticks else b"")
+    record = RunRecord.create(
+        _ECHO, grants=[3], memory_quota=1 << 20, tick_budget=10**9, deliveries=machine.deliveries
+    )
+
+    def prove_and_verify() -> object:
+        proof = generate_proof(_ECHO, record, _KEY, sample_interval=1000, tier="reference")
+        report = verify_proof(proof, _ECHO, record, _KEY.public_raw, tier="reference")
+        assert report.ok
+        return report
+
+    return prove_and_verify
+
+
 SHAPES = [
     labels_sharing_a_line,
     one_statement_a_line,
     decode_and_disassemble,
     linking,
+    proving_and_verifying,
 ]
 
 
@@ -145,3 +210,12 @@ def test_time_grows_linearly_from_a_hundred_thousand_to_a_million(
     shape: Callable[[int], Callable[[], object]],
 ) -> None:
     assert_linear(shape, 100_000)
+
+
+def test_compiling_grows_linearly_from_five_hundred_to_five_thousand_instructions() -> None:
+    assert_linear(compiling_for_the_fast_tier, 500)
+
+
+@pytest.mark.slow
+def test_compiling_grows_linearly_up_to_the_fast_tiers_limit() -> None:
+    assert_linear(compiling_for_the_fast_tier, MAX_COMPILED_CODE // GROWTH)
