@@ -10,6 +10,7 @@ not ahead of other agents'.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from typing import Any
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from kforge.core import AgentId, Hash256, Internal, UnresolvedSymbol
+from kforge.engine.execution import HOST_CALLS_PER_TURN
 from kforge.engine.jobs import ASSEMBLY, build_program
 from kforge.engine.offload import JobFailed, Offload, WorkLimits, WorkTimedOut
 from kforge.engine.policy import OverLimit
@@ -190,5 +192,43 @@ def test_closing_stops_every_job_and_starts_no_other() -> None:
         assert time.monotonic() - started < 5
         with pytest.raises(Internal, match="the engine closed"):
             await offload.run(AGENT, "building", 1, build_program, ASSEMBLY, "HALT", "c")
+
+    run(body)
+
+
+#: Sends empty messages to the vault as fast as it can, never reading a reply: three ticks
+#: each, and tens of microseconds of the host's time to answer.
+EMPTY_SENDS = """
+        LI   r2, 0
+again:  SEND 3, r253, r2
+        JMP  again
+"""
+
+
+def test_host_calls_give_the_event_loop_its_turns() -> None:
+    """The attack: one slice of empty SENDs on compiled code made 330,000 host calls, all
+    answered before the event loop had a turn (1.4 s); on the interpreter, 3,300 (0.1 s)."""
+
+    async def body() -> None:
+        async with open_engine(tier="auto") as engine:
+            sandbox_id = await create(
+                engine, EMPTY_SENDS, grants=frozenset({3}), tick_budget=600_000
+            )
+            sandbox = engine.state.sandbox(sandbox_id)
+            seen: list[int] = []
+
+            async def watch() -> None:
+                while sandbox.state.is_live:
+                    seen.append(len(sandbox.io_log or ()))
+                    await asyncio.sleep(0)
+
+            watcher = asyncio.ensure_future(watch())
+            await engine.exec_start(sandbox_id, OWNER)
+            result = await engine.wait(sandbox_id, timeout=60)
+            await watcher
+            assert result.ticks_used > 100_000  # long enough to run on compiled code
+            steps = [later - earlier for earlier, later in itertools.pairwise(seen)]
+            assert max(steps) <= HOST_CALLS_PER_TURN
+            assert len(await engine.io_log(sandbox_id, OWNER)) > 30_000
 
     run(body)

@@ -17,7 +17,17 @@ gets a quantum that adapts to wall time: doubled while its slices take under
 CPU-bound sandbox on compiled code pays the engine's cost per slice seldom
 while the event loop still gets a turn every few milliseconds.  Nothing a
 sandbox computes depends on where its slices end, so results are the same
-whatever the quantum.  On the ``fast`` tier, a slice that would compile its
+whatever the quantum.
+
+Host calls cost the host more than their ticks: a SEND of nothing costs three
+ticks, and answering it tens of microseconds.  So the host's share of a slice is
+bounded too: the event loop gets a turn after every :data:`HOST_CALLS_PER_TURN`
+calls answered (or :data:`HOST_BYTES_PER_TURN` bytes; the machine does not run
+meanwhile, so its answers are the same as if given at once), and a sandbox's
+quantum is paced by its calls: after a slice that made host calls, the next
+one runs only as many ticks as that slice took per call, times
+:data:`HOST_CALLS_PER_TURN`; a sandbox's first slice gets the interpreter's
+quantum even on compiled code, before its pace is known.  On the ``fast`` tier, a slice that would compile its
 program first waits for that compile on the fast tier's compile thread, so no
 compile runs on the event loop (``auto`` compiles there anyway).
 """
@@ -44,6 +54,8 @@ from kforge.tiers import TierRunner
 
 __all__ = [
     "COMPILED_QUANTUM_FACTOR",
+    "HOST_BYTES_PER_TURN",
+    "HOST_CALLS_PER_TURN",
     "LONE_SLICE_SECONDS",
     "MAX_LONE_GROWTH",
     "Executor",
@@ -62,6 +74,34 @@ COMPILED_QUANTUM_FACTOR: Final = 100
 LONE_SLICE_SECONDS: Final = 0.002
 #: A lone sandbox's quantum grows to at most this many times the fair one.
 MAX_LONE_GROWTH: Final = 1024
+#: Host calls answered, and bytes moved by them, before the event loop gets a turn; also
+#: the host calls a sandbox's paced quantum aims at (see the module's description).
+HOST_CALLS_PER_TURN: Final = 64
+HOST_BYTES_PER_TURN: Final = 1 << 20
+
+
+class _HostWork:
+    """The host calls one slice answered: how many, the bytes they moved, and those since
+    the event loop last had a turn."""
+
+    __slots__ = ("bytes", "calls", "since_turn_bytes", "since_turn_calls")
+
+    def __init__(self) -> None:
+        self.calls = self.bytes = self.since_turn_calls = self.since_turn_bytes = 0
+
+    def add(self, size: int) -> bool:
+        """Count one call of ``size`` bytes; whether the event loop is due a turn."""
+        self.calls += 1
+        self.bytes += size
+        self.since_turn_calls += 1
+        self.since_turn_bytes += size
+        if (
+            self.since_turn_calls >= HOST_CALLS_PER_TURN
+            or self.since_turn_bytes >= HOST_BYTES_PER_TURN
+        ):
+            self.since_turn_calls = self.since_turn_bytes = 0
+            return True
+        return False
 
 
 class Executor:
@@ -87,11 +127,35 @@ class Executor:
         self.lock = asyncio.Lock()
         #: The adapted quantum of sandboxes that ran alone (the live engine's alone).
         self._lone_quantum: dict[Hash256, int] = {}
+        #: Ticks per host call of each sandbox's last slice (``None``: it made none); a
+        #: sandbox missing here has not run a slice yet.
+        self._host_pace: dict[Hash256, int | None] = {}
 
     def fair_quantum(self, machine: Machine) -> int:
         """The ticks one slice may run while others wait: longer for compiled code."""
         base = self.ctx.limits.slice_ticks
         return base * COMPILED_QUANTUM_FACTOR if machine.tier_state is not None else base
+
+    def _paced(self, sandbox: Sandbox, quantum: int) -> int:
+        """``quantum``, shortened for a sandbox whose slices make many host calls (or whose
+        pace is not known yet)."""
+        if sandbox.id not in self._host_pace:
+            return min(quantum, self.ctx.limits.slice_ticks)
+        per_call = self._host_pace[sandbox.id]
+        return quantum if per_call is None else min(quantum, per_call * HOST_CALLS_PER_TURN)
+
+    def _note_pace(self, sandbox: Sandbox, ticks: int, work: _HostWork) -> None:
+        self._host_pace[sandbox.id] = max(1, ticks // work.calls) if work.calls else None
+        if len(self._host_pace) > 2 * self.ctx.limits.max_sandboxes:
+            self._forget_stopped()
+
+    def _forget_stopped(self) -> None:
+        """Drop what is kept per sandbox for those no longer live (killed between slices)."""
+        for table in (self._host_pace, self._lone_quantum):
+            for sandbox_id in list(table):
+                found = self.ctx.state.find(sandbox_id)
+                if found is None or not found.state.is_live:
+                    del table[sandbox_id]
 
     def _adapt(self, sandbox: Sandbox, quantum: int, fair: int, seconds: float) -> None:
         """After a lone slice that used its whole quantum: grow or shrink the next one."""
@@ -140,6 +204,8 @@ class Executor:
         fair = self.fair_quantum(machine)
         alone = len(scheduler) == 0
         quantum = max(fair, self._lone_quantum.get(sandbox.id, fair)) if alone else fair
+        quantum = self._paced(sandbox, quantum)
+        work = _HostWork()
         # Performance note: wall time only tunes the next lone quantum; results never see it.
         started = time.perf_counter()
         while True:
@@ -147,15 +213,17 @@ class Executor:
             self.runner.run(
                 machine, quantum - (machine.ticks_used - start), yield_on_tick=others_waiting
             )
-            answered = await self.answer_host_calls(sandbox, machine)
+            answered = await self.answer_host_calls(sandbox, machine, work)
             if (
                 answered
                 and sandbox.state.is_live
                 and machine.state is MachineState.RUNNING
                 and machine.ticks_used - start < quantum
+                and work.calls < HOST_CALLS_PER_TURN
             ):
                 continue  # the reply is there: run on within this slice
             break
+        self._note_pace(sandbox, machine.ticks_used - start, work)
         if alone and machine.ticks_used - start >= quantum:
             self._adapt(sandbox, quantum, fair, time.perf_counter() - started)
         elif not alone:
@@ -163,6 +231,7 @@ class Executor:
         self.settle(sandbox, machine, scheduled=True)
         if sandbox.state.is_final:
             self._lone_quantum.pop(sandbox.id, None)
+            self._host_pace.pop(sandbox.id, None)
 
     async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
         """Execute one instruction of a sandbox not under the scheduler (for debugging).
@@ -191,13 +260,19 @@ class Executor:
 
     # ------------------------------------------------------------------ after running
 
-    async def answer_host_calls(self, sandbox: Sandbox, machine: Machine) -> bool:
-        """Answer every message the machine sent on channels 3..7; whether any reply was
-        delivered (the machine may then run on)."""
+    async def answer_host_calls(
+        self, sandbox: Sandbox, machine: Machine, work: _HostWork | None = None
+    ) -> bool:
+        """Answer every message the machine sent on channels 3..7, counted in ``work`` (the
+        event loop gets a turn every so often); whether any reply was delivered (the
+        machine may then run on)."""
+        work = work or _HostWork()
         delivered_any = False
         service = sandbox.service
         for channel, data in machine.take_outbound():
-            if sandbox.state.is_final:  # killed while an adapter was awaited
+            if work.add(len(data)):
+                await asyncio.sleep(0)  # the machine waits: its answers stay the same
+            if sandbox.state.is_final:  # killed while an adapter (or the loop) was awaited
                 break
             if service is not None and channel in service.channels:
                 self.services.service_output(service, channel, data, machine)
