@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import io
+import socket
 import struct
 import threading
 import time
@@ -28,13 +29,14 @@ from kforge.cli.main import write_result_json
 from kforge.client import Client
 from kforge.core import AgentId, EventKind, Hash256, StateCorrupted
 from kforge.engine import CreateSandbox, Endpoint, Engine, EngineLimits, SandboxState, Service
-from kforge.engine.archive import SqliteArchive
+from kforge.engine.archive import ArchivedLogs, SqliteArchive, decode_logs, encode_logs
+from kforge.engine.models import HostCall
 from kforge.engine.policy import OverLimit
 from kforge.host import AgoraBoard, Status, parse_reply
-from kforge.machine import Machine
+from kforge.machine import Delivery, Machine
 from kforge.messages import Envelope, Mailbox
 from kforge.proofs import verify_proof
-from kforge.server import ServerConfig
+from kforge.server import AuthConfig, ServerConfig
 from kforge.server.sandbox_api import OUTPUT_CHUNK
 from kforge.storage import DECODED_INSTRUCTION_BYTES, ProgramCache, Vault
 from test_engine_support import OTHER, OWNER, create, open_engine, put, run
@@ -102,6 +104,8 @@ def test_the_attack_stops_at_the_sandboxes_budget_and_lets_go_of_everything() ->
                 engine.state.hold = observe  # type: ignore[method-assign]
                 await engine.exec_start(sandbox, OWNER)
                 result = await engine.wait(sandbox, timeout=60)
+                assert isinstance(engine.archive, SqliteArchive)
+                engine.archive.flush()  # the run was written on the archive's thread
                 gc.collect()
                 after, peak = tracemalloc.get_traced_memory()
             finally:
@@ -141,6 +145,41 @@ def test_a_run_within_its_budget_goes_to_the_archive_and_replays_exactly() -> No
             verify_proof(proof, program, record, engine.signer.public_raw)
 
     run(body)
+
+
+def test_an_archived_run_holds_each_reply_once_and_reads_back_whole() -> None:
+    """A delivered reply is in both logs; written twice, a stop wrote (and hashed) 33 MB
+    for a 16 MiB budget on the event loop."""
+    calls = [HostCall(10 * n, 3, b"get", bytes([n]) * 1000, 0) for n in range(50)]
+    stranger = Delivery(10, 3, bytes([1]) * 1000)  # another agent's message: same tick, data
+    deliveries = [Delivery(call.ticks_used, 3, call.reply) for call in calls]
+    deliveries.insert(1, stranger)
+    dropped = HostCall(600, 3, b"late", b"reply", 0, delivered=False)
+    logs = ArchivedLogs(tuple(deliveries), (*calls, dropped))
+    encoded = encode_logs(logs)
+    assert 51_000 < len(encoded) < 56_000  # 51 deliveries of 1000 bytes, each reply once
+    assert decode_logs(Hash256(bytes(32)), encoded) == logs
+    with pytest.raises(StateCorrupted, match="do not decode"):
+        decode_logs(Hash256(bytes(32)), encoded.replace(b"get", b"got", 1)[:-3])
+
+
+def test_a_temporary_archive_writes_on_its_own_thread_and_reads_a_run_at_once() -> None:
+    archive = SqliteArchive()
+    first, second, third = (Hash256(bytes([n]) * 32) for n in (1, 2, 3))
+    try:
+        archive.put(first, b"output", b"logs")
+        assert archive.output(first, 2, 3) == b"tpu" and archive.logs(first) == b"logs"
+        archive.put(second, b"x" * 100_000, b"")
+        archive.discard(second)
+        archive.put(third, b"y", b"z")
+        archive.flush()
+        assert archive.output(first, 0, None) == b"output" and archive.logs(third) == b"z"
+        assert archive.output(second, 0, None) is None and archive.logs(second) is None
+        archive.collect([third])
+        assert archive.logs(first) is None and archive.logs(third) == b"z"
+    finally:
+        archive.close()
+    assert archive.path is not None and not archive.path.exists()
 
 
 def test_the_owners_share_and_the_engines_total_bound_many_sandboxes() -> None:
@@ -474,3 +513,21 @@ def test_one_agent_has_a_bounded_number_of_requests_in_flight() -> None:
         assert agent.request("GET", "/v1/whoami").status_code == 200
         agent.close()
         other.close()
+
+
+def test_a_caller_with_a_token_is_refused_before_its_body_is_read() -> None:
+    """A hostile agent's 1 MB uploads, refused for its rate, each cost the server the read
+    and the decoding of a megabyte first."""
+    config = ServerConfig(auth=AuthConfig(rate_per_second=1, rate_burst=1))
+    with running_server(config) as live:
+        agent = Agent(live.base_url)
+        token = agent.ok("POST", "/v1/session", None, 201)["token"]
+        port = int(live.base_url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(
+                b"POST /v1/programs HTTP/1.1\r\nhost: kforge\r\ncontent-type: application/json\r\n"
+                + f"authorization: Bearer {token}\r\ncontent-length: 1000000\r\n\r\n".encode()
+            )  # and never the body: the answer comes without it
+            answer = connection.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 429")
+        agent.close()
