@@ -170,6 +170,13 @@ class Authenticator:
             return self.check_token(query_token)
         raise AuthError(401, "unsigned request: sign it (X-Kforge-*) or send a bearer token")
 
+    @staticmethod
+    def reads_body(headers: Mapping[str, str]) -> bool:
+        """Whether :meth:`authenticate` needs the request's body (a signature covers it; a
+        token does not, so a request with one is admitted, or refused, before its body
+        is read)."""
+        return headers.get("authorization") is None
+
     def _check_signature(
         self, method: str, target: str, body: bytes, headers: Mapping[str, str]
     ) -> Principal:

@@ -184,19 +184,31 @@ def request_target(request: HTTPConnection) -> str:
 def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
     """The Starlette endpoint running ``operation`` with the shared plumbing."""
 
+    def admit(request: Request, raw: bytes) -> Principal:
+        """The caller, authenticated, within its rate and its requests in flight."""
+        state: ServerState = request.app.state.kforge
+        principal = state.authenticator.authenticate(
+            request.method, request_target(request), raw, request.headers
+        )
+        if operation.signature_only and principal.method != "signature":
+            raise AuthError(401, "this operation needs a signed request, not a token")
+        state.authenticator.limiter.take(principal.agent)
+        return principal
+
     async def endpoint(request: Request) -> Response:
         state: ServerState = request.app.state.kforge
         counted: AgentId | None = None
         try:
-            raw = await read_limited(request, state.config.max_body_bytes)
             principal = Principal(state.operator_agent, True, "none")
-            if operation.authenticated:
-                principal = state.authenticator.authenticate(
-                    request.method, request_target(request), raw, request.headers
-                )
-                if operation.signature_only and principal.method != "signature":
-                    raise AuthError(401, "this operation needs a signed request, not a token")
-                state.authenticator.limiter.take(principal.agent)
+            # Performance note: a caller with a token is admitted (or refused) before its
+            # body is read: a refusal costs the server nothing of a large body.
+            early = operation.authenticated and not state.authenticator.reads_body(request.headers)
+            if early:
+                principal = admit(request, b"")
+                counted = _enter(state, principal.agent)
+            raw = await read_limited(request, state.config.max_body_bytes)
+            if operation.authenticated and not early:
+                principal = admit(request, raw)
                 counted = _enter(state, principal.agent)
             content_type = request.headers.get("content-type")
             body: Any = None
