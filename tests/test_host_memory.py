@@ -531,3 +531,23 @@ def test_a_caller_with_a_token_is_refused_before_its_body_is_read() -> None:
             answer = connection.recv(4096)
         assert answer.startswith(b"HTTP/1.1 429")
         agent.close()
+
+
+def test_an_agents_request_bodies_are_rated_in_bytes() -> None:
+    """Fifty megabyte uploads a second were within the request rate, and each cost the
+    server a megabyte to read and decode."""
+    auth = AuthConfig(body_bytes_per_second=1000, body_bytes_burst=300_000)
+    with running_server(ServerConfig(auth=auth)) as live:
+        agent, other = Agent(live.base_url), Agent(live.base_url)
+        source = "HALT\n" + "; a comment of some length\n" * 4000  # about 100 KB
+        statuses = [
+            agent.request("POST", "/v1/programs", {"assembly": source}).status_code
+            for _ in range(4)
+        ]
+        assert statuses == [201, 201, 429, 429]
+        refused = agent.request("POST", "/v1/programs", {"assembly": source})
+        assert "body bytes/s" in refused.json()["error"]["message"]
+        assert other.request("POST", "/v1/programs", {"assembly": source}).status_code == 201
+        assert agent.request("GET", "/v1/whoami").status_code == 200  # no body: not refused
+        for client in (agent, other):
+            client.close()

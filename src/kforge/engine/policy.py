@@ -216,20 +216,24 @@ class OverLimit(ForgeError):
 
 
 class RateLimited(ForgeError):
-    """An agent over its request rate (429, with the seconds to wait before asking again)."""
+    """An agent over its rate of requests, or of bytes sent (429, with the seconds to wait
+    before asking again)."""
 
     category = ErrorCategory.QUOTA_EXCEEDED
     code = 0x0504
     http_status = 429
 
-    def __init__(self, agent: AgentId, rate: float, retry_after: float) -> None:
-        super().__init__(f"agent {agent} is over {rate:g} requests/s")
+    def __init__(
+        self, agent: AgentId, rate: float, retry_after: float, unit: str = "requests"
+    ) -> None:
+        super().__init__(f"agent {agent} is over {rate:g} {unit}/s")
         self.agent = agent
         self.retry_after = retry_after
 
 
 class RateLimiter:
-    """A token bucket per agent: ``rate`` requests a second, bursts of ``burst``.
+    """A token bucket per agent: ``rate`` requests (or other ``unit``) a second, bursts of
+    ``burst``.
 
     A bucket that has filled up again is the same as none, so buckets are kept
     only while they are short: each take drops a few stale ones (oldest use
@@ -239,13 +243,19 @@ class RateLimiter:
     """
 
     def __init__(
-        self, rate: float, burst: int, monotonic: Callable[[], float], max_agents: int = 100_000
+        self,
+        rate: float,
+        burst: int,
+        monotonic: Callable[[], float],
+        max_agents: int = 100_000,
+        unit: str = "requests",
     ) -> None:
         if rate <= 0 or burst < 1 or max_agents < 1:
             raise ValueError("rate must be positive, burst and max_agents at least 1")
         self.rate = rate
         self.burst = burst
         self.max_agents = max_agents
+        self.unit = unit
         self._monotonic = monotonic
         #: agent -> (tokens left, when last taken), least recently used first.
         self._buckets: OrderedDict[AgentId, tuple[float, float]] = OrderedDict()
@@ -253,16 +263,18 @@ class RateLimiter:
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def take(self, agent: AgentId) -> None:
-        """Spend one request of ``agent``'s bucket; raises ``RateLimited`` when it is empty."""
+    def take(self, agent: AgentId, amount: float = 1.0) -> None:
+        """Spend ``amount`` (one request) of ``agent``'s bucket; raises ``RateLimited`` when
+        it holds less (an amount over the burst is taken from a full bucket)."""
         now = self._monotonic()
         self._drop_stale(now)
         level, last = self._buckets.pop(agent, (float(self.burst), now))
         level = min(float(self.burst), level + (now - last) * self.rate)
-        if level < 1.0:
+        amount = min(amount, float(self.burst))
+        if level < amount:
             self._buckets[agent] = (level, now)
-            raise RateLimited(agent, self.rate, (1.0 - level) / self.rate)
-        self._buckets[agent] = (level - 1.0, now)
+            raise RateLimited(agent, self.rate, (amount - level) / self.rate, self.unit)
+        self._buckets[agent] = (level - amount, now)
         while len(self._buckets) > self.max_agents:
             self._buckets.popitem(last=False)
 

@@ -81,7 +81,9 @@ class AuthConfig:
     ``max_nonces`` bounds the replay window's memory; ``max_nonces_per_agent`` is
     one agent's share of it (a signed request beyond it is 429), so no agent can
     fill the window and shut signed requests out for everyone.  ``max_agents``
-    bounds the rate limiter's records.
+    bounds the rate limiters' records.  Besides its requests, an agent's request
+    bodies are rated in bytes (``body_bytes_per_second``, bursts of
+    ``body_bytes_burst``): a megabyte costs the server more than a request.
     """
 
     clock_skew_ms: int = 30_000
@@ -90,6 +92,8 @@ class AuthConfig:
     max_nonces_per_agent: int = 10_000
     rate_per_second: float = 50.0
     rate_burst: int = 100
+    body_bytes_per_second: float = 2 * 1024 * 1024
+    body_bytes_burst: int = 8 * 1024 * 1024
     max_agents: int = 100_000
 
 
@@ -110,6 +114,13 @@ class Authenticator:
             self.config.rate_burst,
             self.monotonic,
             self.config.max_agents,
+        )
+        self.body_limiter = RateLimiter(
+            self.config.body_bytes_per_second,
+            self.config.body_bytes_burst,
+            self.monotonic,
+            self.config.max_agents,
+            unit="body bytes",
         )
 
     # ------------------------------------------------------------------ tokens

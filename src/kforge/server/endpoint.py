@@ -159,9 +159,15 @@ def auth_error_response(request: Request, error: AuthError) -> Response:
     )
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
+def declared_length(request: HTTPConnection) -> int | None:
+    """The body's length as its ``Content-Length`` says (``None``: not said)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    return int(declared) if declared is not None and declared.isdigit() else None
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
         raise BodyError(413, f"body of {declared} bytes is over the {limit}-byte limit")
     chunks: list[bytes] = []
     size = 0
@@ -184,15 +190,20 @@ def request_target(request: HTTPConnection) -> str:
 def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
     """The Starlette endpoint running ``operation`` with the shared plumbing."""
 
-    def admit(request: Request, raw: bytes) -> Principal:
-        """The caller, authenticated, within its rate and its requests in flight."""
+    def admit(request: Request, raw: bytes | None) -> Principal:
+        """The caller, authenticated, within its rates of requests and of body bytes (the
+        body's declared length when it is not read yet)."""
         state: ServerState = request.app.state.kforge
-        principal = state.authenticator.authenticate(
-            request.method, request_target(request), raw, request.headers
+        authenticator = state.authenticator
+        principal = authenticator.authenticate(
+            request.method, request_target(request), raw or b"", request.headers
         )
         if operation.signature_only and principal.method != "signature":
             raise AuthError(401, "this operation needs a signed request, not a token")
-        state.authenticator.limiter.take(principal.agent)
+        authenticator.limiter.take(principal.agent)
+        size = len(raw) if raw is not None else declared_length(request)
+        if size:
+            authenticator.body_limiter.take(principal.agent, size)
         return principal
 
     async def endpoint(request: Request) -> Response:
@@ -204,9 +215,11 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
             # body is read: a refusal costs the server nothing of a large body.
             early = operation.authenticated and not state.authenticator.reads_body(request.headers)
             if early:
-                principal = admit(request, b"")
+                principal = admit(request, None)
                 counted = _enter(state, principal.agent)
             raw = await read_limited(request, state.config.max_body_bytes)
+            if early and declared_length(request) is None and raw:  # sent in chunks
+                state.authenticator.body_limiter.take(principal.agent, len(raw))
             if operation.authenticated and not early:
                 principal = admit(request, raw)
                 counted = _enter(state, principal.agent)
