@@ -20,16 +20,19 @@ sandbox computes depends on where its slices end, so results are the same
 whatever the quantum.
 
 Host calls cost the host more than their ticks: a SEND of nothing costs three
-ticks, and answering it tens of microseconds.  So the host's share of a slice is
-bounded too: the event loop gets a turn after every :data:`HOST_CALLS_PER_TURN`
-calls answered (or :data:`HOST_BYTES_PER_TURN` bytes; the machine does not run
+ticks, and answering it tens of microseconds; a reply of 64 KiB, more.  So the
+host's share of a slice is bounded too, in calls, a call counting once more for
+every :data:`HOST_BYTES_PER_CALL` of its request and reply.  The event loop gets
+a turn after every :data:`HOST_CALLS_PER_TURN` of them (the machine does not run
 meanwhile, so its answers are the same as if given at once), and a sandbox's
-quantum is paced by its calls: after a slice that made host calls, the next
-one runs only as many ticks as that slice took per call, times
+quantum is paced by them: after a slice that made host calls, the next one runs
+only as many ticks as that slice took per call, times
 :data:`HOST_CALLS_PER_TURN`; a sandbox's first slice gets the interpreter's
-quantum even on compiled code, before its pace is known.  On the ``fast`` tier, a slice that would compile its
-program first waits for that compile on the fast tier's compile thread, so no
-compile runs on the event loop (``auto`` compiles there anyway).
+quantum even on compiled code, before its pace is known.
+
+On the ``fast`` tier, a slice that would compile its program first waits for
+that compile on the fast tier's compile thread, so no compile runs on the event
+loop (``auto`` compiles there anyway).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from kforge.tiers import TierRunner
 
 __all__ = [
     "COMPILED_QUANTUM_FACTOR",
-    "HOST_BYTES_PER_TURN",
+    "HOST_BYTES_PER_CALL",
     "HOST_CALLS_PER_TURN",
     "LONE_SLICE_SECONDS",
     "MAX_LONE_GROWTH",
@@ -74,34 +77,34 @@ COMPILED_QUANTUM_FACTOR: Final = 100
 LONE_SLICE_SECONDS: Final = 0.002
 #: A lone sandbox's quantum grows to at most this many times the fair one.
 MAX_LONE_GROWTH: Final = 1024
-#: Host calls answered, and bytes moved by them, before the event loop gets a turn; also
-#: the host calls a sandbox's paced quantum aims at (see the module's description).
+#: Host calls answered before the event loop gets a turn, and what a sandbox's paced
+#: quantum aims at in a slice; a call counts once more for every HOST_BYTES_PER_CALL of its
+#: request and reply (so a turn is 64 calls, or a megabyte).
 HOST_CALLS_PER_TURN: Final = 64
-HOST_BYTES_PER_TURN: Final = 1 << 20
+HOST_BYTES_PER_CALL: Final = 16 * 1024
 
 
 class _HostWork:
-    """The host calls one slice answered: how many, the bytes they moved, and those since
-    the event loop last had a turn."""
+    """The host calls one slice answered (each counted by its size), in all and since the
+    event loop last had a turn."""
 
-    __slots__ = ("bytes", "calls", "since_turn_bytes", "since_turn_calls")
+    __slots__ = ("calls", "since_turn")
 
     def __init__(self) -> None:
-        self.calls = self.bytes = self.since_turn_calls = self.since_turn_bytes = 0
+        self.calls = self.since_turn = 0
 
-    def add(self, size: int) -> bool:
-        """Count one call of ``size`` bytes; whether the event loop is due a turn."""
-        self.calls += 1
-        self.bytes += size
-        self.since_turn_calls += 1
-        self.since_turn_bytes += size
-        if (
-            self.since_turn_calls >= HOST_CALLS_PER_TURN
-            or self.since_turn_bytes >= HOST_BYTES_PER_TURN
-        ):
-            self.since_turn_calls = self.since_turn_bytes = 0
-            return True
-        return False
+    def add(self, size: int) -> None:
+        """Count one call whose request and reply took ``size`` bytes."""
+        counted = 1 + size // HOST_BYTES_PER_CALL
+        self.calls += counted
+        self.since_turn += counted
+
+    def turn_due(self) -> bool:
+        """Whether the event loop is due a turn (and from now on, counted as had)."""
+        if self.since_turn < HOST_CALLS_PER_TURN:
+            return False
+        self.since_turn = 0
+        return True
 
 
 class Executor:
@@ -270,17 +273,19 @@ class Executor:
         delivered_any = False
         service = sandbox.service
         for channel, data in machine.take_outbound():
-            if work.add(len(data)):
+            if work.turn_due():
                 await asyncio.sleep(0)  # the machine waits: its answers stay the same
             if sandbox.state.is_final:  # killed while an adapter (or the loop) was awaited
                 break
             if service is not None and channel in service.channels:
                 self.services.service_output(service, channel, data, machine)
+                work.add(len(data))
                 continue
             request = HostRequest(
                 sandbox.id, sandbox.owner, channel, data, machine.ticks_used, machine.message_limit
             )
             reply = await self.ctx.host.call(request, machine.grants)
+            work.add(len(data) + len(reply.frame))
             if sandbox.state.is_live and not machine.state.is_final:
                 if not self.sandboxes.within_budget(sandbox, delivery_bytes(reply.frame, data)):
                     break
