@@ -11,7 +11,8 @@ import pytest
 import wasmtime
 
 import kforge.fast
-from kforge.engine import CreateSandbox, SandboxState
+from kforge.engine import CreateSandbox, Engine, SandboxState
+from kforge.engine.offload import WorkLimits, WorkTimedOut
 from kforge.fast import FastTier
 from kforge.fast import tiering as tiering_module
 from kforge.fast.compiler import MAX_COMPILED_CODE
@@ -193,8 +194,8 @@ def _longer_than_compiled(extra: int) -> ForgeProgram:
 
 
 def test_a_program_over_the_compile_limit_runs_on_the_reference_in_every_tier() -> None:
-    """A valid program of 65,521 instructions once failed every fast-tier compile (wasmtime
-    takes at most 65,520 targets in a br_table): an internal error on ``fast``."""
+    """A compile's time and memory grow with the program (600 MB at 65,000 instructions):
+    past ``MAX_COMPILED_CODE`` a program is never compiled, on any tier."""
     program = _longer_than_compiled(1)
     expected = Machine.load(program)
     expected.run()
@@ -210,11 +211,8 @@ def test_a_program_over_the_compile_limit_runs_on_the_reference_in_every_tier() 
             tier.compile(program)
 
 
-def test_an_engine_on_the_fast_tier_compiles_off_the_event_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A large program's compile took the event loop for seconds on its first slice."""
-    program = _longer_than_compiled(-1)
+def _recording_compiles(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
+    """The threads that write a module's text in this process, from now on."""
     compiled_on: list[threading.Thread] = []
     real = tiering_module.generate_wat
 
@@ -222,18 +220,61 @@ def test_an_engine_on_the_fast_tier_compiles_off_the_event_loop(
         compiled_on.append(threading.current_thread())
         return real(plan)  # type: ignore[arg-type]
 
+    monkeypatch.setattr(tiering_module, "generate_wat", recording)
+    return compiled_on
+
+
+async def _run_on(engine: Engine, program: ForgeProgram) -> Machine:
+    """A run of ``program`` in ``engine``, as a machine (what ``assert_same`` compares)."""
+    code = engine.vault.put_program(program)
+    sandbox = await engine.create_sandbox(CreateSandbox(OWNER, code, 65536, 10**6))
+    machine = engine.state.sandbox(sandbox).machine  # let go of by the engine once it stops
+    assert machine is not None
+    await engine.exec_start(sandbox, OWNER)
+    assert (await engine.wait(sandbox, timeout=60)).state is SandboxState.HALTED
+    return machine
+
+
+def test_an_engine_on_the_fast_tier_compiles_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program's compile took the event loop for seconds on its first slice.  An engine's
+    own fast tier compiles in a worker process; a fast tier given to it, on its thread."""
+    compiled_on = _recording_compiles(monkeypatch)
+    program = count_program(1000)
+    expected = Machine.load(program, tick_budget=10**6)
+    expected.run()
+
     async def body() -> None:
+        async with open_engine(tier="fast") as engine:
+            assert_same(expected, await _run_on(engine, program))
+            fast = engine.runner.fast_tier
+            assert fast is not None and fast.compiled(program) is not None
+        assert compiled_on == []  # not in this process at all
         loop_thread = threading.current_thread()
-        with FastTier(disk_cache=False) as fast:
-            runner = TierRunner("fast", fast_tier=fast)
-            async with open_engine(tier=runner) as engine:
-                code = engine.vault.put_program(program)
-                sandbox = await engine.create_sandbox(CreateSandbox(OWNER, code, 65536, 10**6))
-                await engine.exec_start(sandbox, OWNER)
-                result = await engine.wait(sandbox, timeout=60)
-                assert result.state is SandboxState.HALTED
-                assert fast.compiled(program) is not None
+        with FastTier(disk_cache=False) as shared:
+            async with open_engine(tier=TierRunner("fast", fast_tier=shared)) as engine:
+                assert_same(expected, await _run_on(engine, program))
         assert compiled_on and loop_thread not in compiled_on
 
-    monkeypatch.setattr(tiering_module, "generate_wat", recording)
+    run(body)
+
+
+def test_a_compile_over_its_time_limit_is_stopped_and_the_interpreter_runs_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled_on = _recording_compiles(monkeypatch)
+    program = count_program(4321)  # in no module cache
+    expected = Machine.load(program, tick_budget=10**6)
+    expected.run()
+
+    async def body() -> None:
+        async with open_engine(tier="fast", work=WorkLimits(time_limit=0.001)) as engine:
+            for _ in range(2):  # and its compile is not tried again
+                assert_same(expected, await _run_on(engine, program))
+            fast = engine.runner.fast_tier
+            assert fast is not None and fast.compiled(program) is None
+            assert isinstance(fast._failed[program.program_id], WorkTimedOut)
+        assert compiled_on == []
+
     run(body)

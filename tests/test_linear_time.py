@@ -5,9 +5,10 @@ Each shape is timed at two sizes ten times apart: linear work grows about tenfol
 quadratic work a hundredfold.  The bound (25x) leaves room for a busy machine and
 still catches anything quadratic, such as a line of many labels that was once
 re-sliced per label (100,000 labels on one line blocked a server for 37 s).
-Compiling for the fast tier stops at its limit (``MAX_COMPILED_CODE``, 65,520
-instructions; a longer program runs on the reference), so it grows to that; a
-proof's input is a run, measured in ticks (with a delivery every hundred).
+Compiling for the fast tier is timed up to 65,000 instructions (past its
+``br_table`` threshold; its limit, ``MAX_COMPILED_CODE``, is twice that, and a
+compile there takes over a gigabyte); a proof's input is a run, measured in
+ticks (with a delivery every hundred).
 """
 
 from __future__ import annotations
@@ -217,5 +218,6 @@ def test_compiling_grows_linearly_from_five_hundred_to_five_thousand_instruction
 
 
 @pytest.mark.slow
-def test_compiling_grows_linearly_up_to_the_fast_tiers_limit() -> None:
-    assert_linear(compiling_for_the_fast_tier, MAX_COMPILED_CODE // GROWTH)
+def test_compiling_grows_linearly_from_six_and_a_half_to_sixty_five_thousand() -> None:
+    assert MAX_COMPILED_CODE > 65_000
+    assert_linear(compiling_for_the_fast_tier, 6_500)

@@ -29,6 +29,7 @@ from kforge.machine import Machine, MachineState
 
 if TYPE_CHECKING:  # the fast tier is loaded lazily; only its type is named here
     from kforge.fast import FastTier
+    from kforge.fast.tiering import ModuleBuilder
 
 __all__ = ["REFERENCE", "TIERS", "TierRunner", "TierUnavailable", "borrowed", "check_tier"]
 
@@ -68,14 +69,22 @@ class TierRunner:
 
     ``tier`` is ``reference``, ``fast`` or ``auto``; ``fast_tier`` a
     :class:`kforge.fast.FastTier` to share (the runner then does not close
-    it); otherwise the runner makes its own on first use.  Raises
+    it); otherwise the runner makes its own on first use, compiling with
+    ``builder`` (``FastTier``'s) when given.  Raises
     ``ValueError`` for an unknown tier and :class:`TierUnavailable` when
     ``fast`` cannot be loaded.  Thread-safe (proofs run in worker threads).
     """
 
-    def __init__(self, tier: str = "auto", *, fast_tier: FastTier | None = None) -> None:
+    def __init__(
+        self,
+        tier: str = "auto",
+        *,
+        fast_tier: FastTier | None = None,
+        builder: ModuleBuilder | None = None,
+    ) -> None:
         check_tier(tier)
         self.name = tier
+        self._builder = builder
         self._fast_tier = fast_tier
         self._owns_fast_tier = fast_tier is None
         self._lock = threading.Lock()
@@ -96,7 +105,7 @@ class TierRunner:
                 module = _fast_module()
                 if isinstance(module, Exception):
                     return None
-                self._fast_tier = module.FastTier()
+                self._fast_tier = module.FastTier(builder=self._builder)
             return self._fast_tier
 
     def run(

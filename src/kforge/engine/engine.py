@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
@@ -37,7 +37,7 @@ from kforge.engine.artifacts import Artifacts, derived_signer
 from kforge.engine.context import EngineContext, Identities, Replies
 from kforge.engine.dispatch import Dispatcher
 from kforge.engine.execution import Executor, SliceObserver
-from kforge.engine.jobs import BuiltProgram, ProgramText
+from kforge.engine.jobs import BuiltProgram, ProgramText, compile_module
 from kforge.engine.journal import Journal, JournalStore, SqliteJournalStore, chain_key
 from kforge.engine.models import (
     Clock,
@@ -82,6 +82,7 @@ from kforge.host import (
 from kforge.isa import Channel
 from kforge.link import Import
 from kforge.messages import Envelope, Mailbox
+from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer
 from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault, default_data_dir
@@ -193,8 +194,11 @@ class Engine:
         if ledger is None:
             ledger = Ledger(opening=OPEN_ACCOUNTS if self.accounting else None)
             self._owned.append(ledger)
-        self.runner = TierRunner.of(tier)
-        if not isinstance(tier, TierRunner):
+        offload = Offload(work)
+        if isinstance(tier, TierRunner):
+            self.runner = tier
+        else:  # the engine's own: its fast tier compiles in a worker, like every heavy job
+            self.runner = TierRunner(tier, builder=_compiling_in(offload))
             self._owned.append(self.runner)
         limits = limits or EngineLimits()
         agent = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + secret).raw)
@@ -236,7 +240,7 @@ class Engine:
             replies=Replies(agent, identities, clock),
             agent_id=agent,
             policy=self.policy,
-            offload=Offload(work),
+            offload=offload,
         )
         self.sandboxes = Sandboxes(self.ctx, trust)
         self.services = Services(self.ctx, self.sandboxes)
@@ -675,3 +679,18 @@ class Engine:
     async def dispatch_bytes(self, raw: bytes) -> bytes:
         """:meth:`dispatch` for an encoded envelope; returns the encoded reply."""
         return await self.dispatcher.dispatch_bytes(raw)
+
+
+def _compiling_in(offload: Offload) -> Callable[[ForgeProgram, int], bytes]:
+    """The fast tier's compiles, run as jobs of ``offload`` (a worker process under the time
+    limit), waited for on the compile thread."""
+
+    def build(program: ForgeProgram, max_region_blocks: int) -> bytes:
+        return offload.run_blocking(
+            f"compiling {program.program_id} for the fast tier",
+            compile_module,
+            program.encoded,
+            max_region_blocks,
+        )
+
+    return build

@@ -31,8 +31,10 @@ only as many ticks as that slice took per call, times
 quantum even on compiled code, before its pace is known.
 
 On the ``fast`` tier, a slice that would compile its program first waits for
-that compile on the fast tier's compile thread, so no compile runs on the event
-loop (``auto`` compiles there anyway).
+that compile on the fast tier's compile thread (an engine's own fast tier
+compiles in a worker process, under the time limit of ``WorkLimits``), so no
+compile runs on the event loop (``auto`` compiles there anyway); a program that
+could not be compiled runs on the interpreter, with the same results.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from kforge.engine.sandboxes import Sandboxes
 from kforge.engine.service_ops import Services
 from kforge.host import HostRequest
 from kforge.machine import Machine, MachineState
-from kforge.tiers import TierRunner
+from kforge.tiers import REFERENCE, TierRunner
 
 __all__ = [
     "COMPILED_QUANTUM_FACTOR",
@@ -179,15 +181,18 @@ class Executor:
         machine = sandbox.machine
         if machine is None:
             return
-        compiling = self.runner.compile_before_running(machine)
+        runner = self.runner
+        compiling = runner.compile_before_running(machine)
         if compiling is not None:  # the fast tier's compile: on its thread, not the loop
-            with contextlib.suppress(Exception):  # a failed compile fails the slice itself
+            try:
                 await asyncio.wrap_future(compiling)
+            except Exception:  # not compiled (in time): the interpreter gives the same results
+                runner = REFERENCE
             if sandbox.machine is not machine or not sandbox.state.is_live:
                 return  # stopped meanwhile
         async with self.lock:
             try:
-                await self._run(sandbox, machine)
+                await self._run(sandbox, machine, runner)
             except Exception as error:
                 machine.stderr += f"\nkforge engine: execution failed: {error!r}\n".encode()
                 if sandbox.state.is_live and sandbox.machine is not None:
@@ -201,7 +206,7 @@ class Executor:
             with contextlib.suppress(Exception):
                 self.on_slice(sandbox.id, sandbox.state, machine.ticks_used)
 
-    async def _run(self, sandbox: Sandbox, machine: Machine) -> None:
+    async def _run(self, sandbox: Sandbox, machine: Machine, runner: TierRunner) -> None:
         start = machine.ticks_used
         scheduler = self.ctx.scheduler
         fair = self.fair_quantum(machine)
@@ -213,7 +218,7 @@ class Executor:
         started = time.perf_counter()
         while True:
             others_waiting = len(scheduler) > 0
-            self.runner.run(
+            runner.run(
                 machine, quantum - (machine.ticks_used - start), yield_on_tick=others_waiting
             )
             answered = await self.answer_host_calls(sandbox, machine, work)

@@ -3,7 +3,7 @@
 Each is a top-level function of bytes and numbers returning bytes and numbers
 (they cross to a worker process and back), and does one piece of work whose
 cost grows with its input: build a program from an upload, link, replay a run
-for its proof, disassemble a program.  Inputs were checked against
+for its proof, disassemble a program, compile one for the fast tier.  Inputs were checked against
 :mod:`kforge.limits` by the code each job calls, before anything is allocated.
 """
 
@@ -24,6 +24,7 @@ __all__ = [
     "build_debug_program",
     "build_program",
     "build_starlark_program",
+    "compile_module",
     "link_programs",
     "program_text",
     "prove_run",
@@ -122,6 +123,20 @@ def prove_run(
     finally:
         runner.close()
     return proof.to_bytes()
+
+
+def compile_module(program: bytes, max_region_blocks: int) -> bytes:
+    """Compile FRGP bytes for the fast tier (as ``FastTier`` would, with this region size):
+    the serialized wasmtime module, for ``wasmtime.Module.deserialize`` in an engine made
+    by ``make_engine``."""
+    from kforge.fast import make_engine, plan_program
+    from kforge.fast.compiler import generate_wat
+
+    decoded = decode_program(program)
+    plan = plan_program(decoded.code, decoded.entry, max_region_blocks=max_region_blocks)
+    import wasmtime
+
+    return bytes(wasmtime.Module(make_engine(), generate_wat(plan)).serialize())
 
 
 class ProgramText(Schema, frozen=True):

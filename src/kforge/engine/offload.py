@@ -51,6 +51,7 @@ _PRELOAD: Final = [
     "kforge.program",
     "kforge.proofs",
     "kforge.engine.jobs",
+    "kforge.fast",  # where it loads: a compile's worker need not import wasmtime each time
 ]
 
 
@@ -186,14 +187,8 @@ class Offload:
                 del self._by_agent[agent]
 
     async def _in_process(self, what: str, job: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        self._refuse_when_closed(what)  # it waited for a slot while the engine closed
-        context = self._process_context()
-        receiver, sender = context.Pipe(duplex=False)
-        process = context.Process(target=_run_job, args=(sender, job, args), daemon=True)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, process.start)
-        self._running.add(process)
-        sender.close()
+        process, receiver = await loop.run_in_executor(None, self._start, what, job, args)
         try:
             outcome, value = await asyncio.wait_for(
                 loop.run_in_executor(None, _receive, receiver), self.limits.time_limit
@@ -201,11 +196,43 @@ class Offload:
         except TimeoutError:
             raise WorkTimedOut(what, self.limits.time_limit) from None
         finally:
-            if process.is_alive():
-                process.kill()
-            receiver.close()
-            await loop.run_in_executor(None, process.join)
-            self._running.discard(process)
+            await loop.run_in_executor(None, self._stop, process, receiver)
+        return self._outcome(what, outcome, value)
+
+    def run_blocking(self, what: str, job: Callable[..., T], *args: Any) -> T:
+        """``job(*args)`` in a worker process under the time limit, waited for here: for a
+        thread of its own (a compile thread), never the event loop.  Not counted in the
+        pool's slots (each such thread runs one job at a time)."""
+        process, receiver = self._start(what, job, args)
+        try:
+            if not receiver.poll(self.limits.time_limit):
+                raise WorkTimedOut(what, self.limits.time_limit)
+            outcome, value = _receive(receiver)
+        finally:
+            self._stop(process, receiver)
+        return self._outcome(what, outcome, value)  # type: ignore[no-any-return]
+
+    def _start(
+        self, what: str, job: Callable[..., Any], args: tuple[Any, ...]
+    ) -> tuple[Any, Connection]:
+        """A job's process, started, and the end of the pipe its answer comes on."""
+        self._refuse_when_closed(what)  # it may have waited while the engine closed
+        context = self._process_context()
+        receiver, sender = context.Pipe(duplex=False)
+        process = context.Process(target=_run_job, args=(sender, job, args), daemon=True)
+        process.start()
+        self._running.add(process)
+        sender.close()
+        return process, receiver
+
+    def _stop(self, process: Any, receiver: Connection) -> None:
+        if process.is_alive():
+            process.kill()
+        receiver.close()
+        process.join()
+        self._running.discard(process)
+
+    def _outcome(self, what: str, outcome: str, value: Any) -> Any:
         self._refuse_when_closed(what)
         if outcome == "ok":
             return value

@@ -76,13 +76,12 @@ __all__ = ["COMPILER_VERSION", "MAX_COMPILED_CODE", "generate_wat"]
 
 #: Bump when the generated code changes: it is part of the on-disk cache key.
 COMPILER_VERSION: Final = "forge-wasm-8"
-#: The most instructions the fast tier compiles.  ``$route`` has one ``br_table``
-#: target per instruction, and wasmtime takes at most 65,520; the module's text
-#: (some 300 characters an instruction) and the compile's time and memory grow with
-#: the code too, so this also bounds what one compile may cost the host (about 2 s
-#: and 25 MB of text).  A longer program runs on the reference interpreter, with the
-#: same results.
-MAX_COMPILED_CODE: Final = 65_520
+#: The most instructions the fast tier compiles.  A compile's time and memory grow
+#: with the code (at 65,000 instructions of short procedures: some 50 MB of module
+#: text, 600 MB at its peak, several seconds), so this bounds what one compile may
+#: cost the host.  A longer program runs on the reference interpreter, with the same
+#: results.
+MAX_COMPILED_CODE: Final = 131_072
 _MAX_LIKELY_TARGETS: Final = 8
 _PAGE: Final = 65536
 #: Instructions using sp: a function holding one keeps sp in a local.

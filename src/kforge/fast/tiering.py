@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from os import PathLike
@@ -46,9 +47,11 @@ from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
 
-__all__ = ["TIERS", "FastTier", "Tier"]
+__all__ = ["TIERS", "FastTier", "ModuleBuilder", "Tier"]
 
 Tier = Literal["reference", "fast", "auto"]
+#: Compiles a program elsewhere: (program, max_region_blocks) -> the serialized module.
+ModuleBuilder = Callable[[ForgeProgram, int], bytes]
 _Value = TypeVar("_Value")
 TIERS: Final = ("reference", "fast", "auto")
 
@@ -87,8 +90,11 @@ class FastTier:
     ``max_programs``: compiled programs kept in memory (least recently used go);
     ``max_region_blocks``: blocks per wasm function; ``engine``: a wasmtime
     engine made by :func:`~kforge.fast.runtime.make_engine` (one is made if not
-    given).  Thread-safe; use as a context manager or call :meth:`close` to stop
-    the compile thread.
+    given); ``builder``: what compiles a program elsewhere (another process: a
+    server keeps the compile's time and memory away from its event loop), given
+    the program and ``max_region_blocks`` and returning the serialized module
+    (``None``: here, on the compile thread).  Thread-safe; use as a context
+    manager or call :meth:`close` to stop the compile thread.
     """
 
     def __init__(
@@ -101,8 +107,10 @@ class FastTier:
         max_programs: int = 256,
         max_region_blocks: int = MAX_REGION_BLOCKS,
         engine: wasmtime.Engine | None = None,
+        builder: ModuleBuilder | None = None,
     ) -> None:
         self.engine = engine or make_engine()
+        self.builder = builder
         self.max_region_blocks = max_region_blocks
         directory = Path(data_dir) if data_dir else default_data_dir()
         variant = f"regions={max_region_blocks}"
@@ -112,7 +120,8 @@ class FastTier:
         self.max_programs = max_programs
         self._compiled: OrderedDict[Hash256, CompiledProgram] = OrderedDict()
         self._pending: dict[Hash256, Future[CompiledProgram]] = {}
-        self._failed: set[Hash256] = set()
+        #: Programs whose compile failed, and why (a ``fast`` run raises it again).
+        self._failed: dict[Hash256, BaseException] = {}
         self._reference_ticks: dict[Hash256, int] = {}
         self._tick_shapes: dict[Hash256, _TickShape] = {}
         self._lock = threading.Lock()
@@ -155,7 +164,8 @@ class FastTier:
         return self._collect(program_id, pending)
 
     def compile(self, program: ForgeProgram) -> CompiledProgram:
-        """The compiled program, compiling (or loading from disk) now if needed."""
+        """The compiled program, compiling (or loading from disk) now if needed; a program
+        whose compile failed raises that failure again (it is not compiled twice)."""
         ready = self.compiled(program)
         if ready is not None:
             return ready
@@ -165,6 +175,10 @@ class FastTier:
             result = self._collect(program.program_id, pending)
             if result is not None:
                 return result
+        with self._lock:
+            failure = self._failed.get(program.program_id)
+        if failure is not None:
+            raise failure
         compiled = self._build(program)
         self._remember(program.program_id, compiled)
         return compiled
@@ -184,21 +198,32 @@ class FastTier:
 
     def compile_before_running(self, machine: Machine) -> Future[CompiledProgram] | None:
         """The compile the ``fast`` tier would do on ``machine``'s next slice, started on the
-        compile thread; ``None`` when there is none to do.  A caller on an event loop awaits
-        it before the slice, so that no compile runs on the loop."""
+        compile thread (or, when it failed before, its failure); ``None`` when there is
+        none to do.  A caller on an event loop awaits it before the slice, so that no
+        compile runs on the loop."""
         bound = bound_program(machine)
         if bound is not None and bound.engine is self.engine:
             return None
         program = machine.program
         if not self.compiles(program) or self.compiled(program) is not None:
             return None
+        with self._lock:
+            failure = self._failed.get(program.program_id)
+        if failure is not None:
+            failed: Future[CompiledProgram] = Future()
+            failed.set_exception(failure)
+            return failed
         return self.compile_in_background(program)
 
     def _build(self, program: ForgeProgram) -> CompiledProgram:
         plan = plan_program(program.code, program.entry, max_region_blocks=self.max_region_blocks)
         module = self.disk.load(self.engine, program.program_id) if self.disk else None
         if module is None:
-            module = wasmtime.Module(self.engine, generate_wat(plan))
+            if self.builder is not None:
+                built = self.builder(program, self.max_region_blocks)
+                module = wasmtime.Module.deserialize(self.engine, built)
+            else:
+                module = wasmtime.Module(self.engine, generate_wat(plan))
             if self.disk:
                 self.disk.store(program.program_id, module)
         return CompiledProgram(self.engine, module, plan, program.program_id)
@@ -212,7 +237,8 @@ class FastTier:
         error = future.exception()
         if error is not None:
             with self._lock:
-                self._failed.add(program_id)
+                self._failed[program_id] = error
+                _forget_oldest(self._failed, self._bookkeeping_limit)
             return None
         compiled = future.result()
         self._remember(program_id, compiled)
