@@ -7,8 +7,9 @@ still catches anything quadratic, such as a line of many labels that was once
 re-sliced per label (100,000 labels on one line blocked a server for 37 s).
 Compiling for the fast tier is timed up to 65,000 instructions (past its
 ``br_table`` threshold; its limit, ``MAX_COMPILED_CODE``, is twice that, and a
-compile there takes over a gigabyte); a proof's input is a run, measured in
-ticks (with a delivery every hundred).
+compile there takes over a gigabyte); compiling Starlark up to 13,000 lines (a
+line makes some 25 instructions, so 40,000 lines pass the program limits); a
+proof's input is a run, measured in ticks (with a delivery every hundred).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kforge.program import (
 from kforge.proofs import generate_proof, verify_proof
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.replay import RunRecord
+from kforge.sources import program_from_source
 
 GROWTH = 10
 BOUND = 25.0
@@ -117,6 +119,17 @@ def compiling_for_the_fast_tier(size: int) -> Callable[[], object]:
         return wasmtime.Module(engine, generate_wat(plan_program(program.code, program.entry)))
 
     return compile_it
+
+
+def compiling_starlark(lines: int) -> Callable[[], object]:
+    """Functions of a test, an addition and a call each, compiled from Starlark source."""
+    text = []
+    for n in range(lines // 5):
+        call = f"f{n - 1}(y)" if n else "y"
+        text += [f"def f{n}(x):", f"    y = x + {n}", "    if y > 3:", "        return y * 2"]
+        text.append(f"    return {call}")
+    source = "\n".join([*text, "print(f1(2))"]).encode()
+    return lambda: program_from_source(source, "long.star")
 
 
 #: Echoes each message of channel 3 to stdout after a busy loop (about 100 ticks each).
@@ -221,3 +234,8 @@ def test_compiling_grows_linearly_from_five_hundred_to_five_thousand_instruction
 def test_compiling_grows_linearly_from_six_and_a_half_to_sixty_five_thousand() -> None:
     assert MAX_COMPILED_CODE > 65_000
     assert_linear(compiling_for_the_fast_tier, 6_500)
+
+
+@pytest.mark.slow  # a compile's fixed cost (the runtime's code) hides the growth below this
+def test_compiling_starlark_grows_linearly_from_thirteen_hundred_to_thirteen_thousand() -> None:
+    assert_linear(compiling_starlark, 1_300)
