@@ -346,6 +346,19 @@ def test_a_mailbox_is_bounded_per_recipient_and_in_all() -> None:
     taken = Mailbox()
     taken.post(OWNER, envelope(10))
     assert taken.get_nowait(OWNER) is not None and len(taken) == 0  # emptied: let go
+    shared = Mailbox(max_bytes=1000, max_total_bytes=2500)  # many recipients, one bound
+    recipients = [AgentId(bytes([index + 10]) * 32) for index in range(4)]
+    for recipient in recipients:
+        shared.post(recipient, envelope(900))
+    assert shared.size == 1800
+    assert [shared.dropped(recipient) for recipient in recipients] == [1, 1, 0, 0]
+    assert [shared.get_nowait(recipient) is not None for recipient in recipients] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert shared.size == 0
 
 
 def test_the_agora_board_is_bounded_per_publisher_and_in_all() -> None:

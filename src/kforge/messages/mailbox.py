@@ -10,10 +10,12 @@ from typing import Final
 from kforge.core import AgentId
 from kforge.messages.envelope import Envelope
 
-__all__ = ["MAX_MAILBOX_BYTES", "MAX_RECIPIENTS", "Mailbox"]
+__all__ = ["MAX_MAILBOX_BYTES", "MAX_MAILBOX_TOTAL_BYTES", "MAX_RECIPIENTS", "Mailbox"]
 
 #: The payload bytes one recipient's box holds at most.
 MAX_MAILBOX_BYTES: Final = 16 * 1024 * 1024
+#: The payload bytes all boxes together hold at most.
+MAX_MAILBOX_TOTAL_BYTES: Final = 256 * 1024 * 1024
 #: The recipients the mailbox keeps boxes for at most.
 MAX_RECIPIENTS: Final = 10_000
 
@@ -36,7 +38,10 @@ class Mailbox:
     recipient that never reads cannot make the engine hold unbounded memory.
     An emptied box is let go (unless it counts drops), and at most
     ``max_recipients`` boxes are kept: a box for one more recipient replaces the
-    one posted to longest ago that nobody waits on.
+    one posted to longest ago that nobody waits on.  All boxes together hold at
+    most ``max_total_bytes``: past it, the oldest envelopes of the boxes posted to
+    longest ago are dropped first (so many recipients, each within its own bound,
+    cannot add up to more).
     """
 
     def __init__(
@@ -45,14 +50,20 @@ class Mailbox:
         *,
         max_bytes: int = MAX_MAILBOX_BYTES,
         max_recipients: int = MAX_RECIPIENTS,
+        max_total_bytes: int = MAX_MAILBOX_TOTAL_BYTES,
     ) -> None:
-        if maxsize < 1 or max_bytes < 1 or max_recipients < 1:
-            raise ValueError("maxsize, max_bytes and max_recipients must be at least 1")
+        if min(maxsize, max_bytes, max_recipients, max_total_bytes) < 1:
+            raise ValueError(
+                "maxsize, max_bytes, max_recipients and max_total_bytes must be at least 1"
+            )
         self.maxsize = maxsize
         self.max_bytes = max_bytes
         self.max_recipients = max_recipients
+        self.max_total_bytes = max_total_bytes
         #: Boxes, the one posted to longest ago first.
         self._boxes: OrderedDict[AgentId, _Box] = OrderedDict()
+        #: The payload bytes of every box.
+        self.size = 0
 
     def __len__(self) -> int:
         """The recipients with a box."""
@@ -66,7 +77,7 @@ class Mailbox:
         if len(self._boxes) >= self.max_recipients:
             idle = next((key for key, kept in self._boxes.items() if not kept.waiting), None)
             if idle is not None:
-                del self._boxes[idle]
+                self.size -= self._boxes.pop(idle).size
         box = self._boxes[recipient] = _Box()
         return box
 
@@ -77,16 +88,31 @@ class Mailbox:
             box.dropped += 1
             return
         while box.queue and (len(box.queue) >= self.maxsize or box.size + size > self.max_bytes):
-            box.size -= len(box.queue.popleft().payload)
-            box.dropped += 1
+            self._drop_oldest(box)
         box.queue.append(envelope)
         box.size += size
+        self.size += size
+        self._within_total()
         if box.waiter is not None:
             box.waiter.set()
+
+    def _drop_oldest(self, box: _Box) -> None:
+        dropped = len(box.queue.popleft().payload)
+        box.size -= dropped
+        self.size -= dropped
+        box.dropped += 1
+
+    def _within_total(self) -> None:
+        """Drop the oldest envelopes of the boxes posted to longest ago while all boxes
+        hold more than ``max_total_bytes``."""
+        while self.size > self.max_total_bytes:
+            box = next(kept for kept in self._boxes.values() if kept.queue)
+            self._drop_oldest(box)
 
     def _take(self, recipient: AgentId, box: _Box) -> Envelope:
         envelope = box.queue.popleft()
         box.size -= len(envelope.payload)
+        self.size -= len(envelope.payload)
         self._let_go_if_empty(recipient, box)
         return envelope
 
@@ -122,6 +148,7 @@ class Mailbox:
             return []
         taken = list(box.queue)
         box.queue.clear()
+        self.size -= box.size
         box.size = 0
         self._let_go_if_empty(recipient, box)
         return taken
