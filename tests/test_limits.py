@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import struct
 import tracemalloc
@@ -14,6 +15,9 @@ import pytest
 from kforge import limits
 from kforge.asm import AssemblyError, assemble
 from kforge.core import Hash256, InvalidProgram
+from kforge.engine import EngineLimits
+from kforge.engine.offload import WorkLimits
+from kforge.engine.policy import RULES
 from kforge.isa import Instruction, Opcode
 from kforge.limits import (
     MAX_DATA_BYTES,
@@ -24,6 +28,8 @@ from kforge.limits import (
 )
 from kforge.link import Import, link
 from kforge.program import ForgeProgram, decode_program
+from kforge.server import AuthConfig, ServerConfig
+from kforge.server.debug import DebugLimits
 
 SECURITY = Path(__file__).resolve().parents[1] / "docs" / "security.md"
 
@@ -113,3 +119,34 @@ def test_an_input_over_its_limit_is_a_413() -> None:
     from kforge.server.endpoint import http_status
 
     assert http_status(InputTooLarge("link import list (entries)", 5000, MAX_LINK_IMPORTS)) == 413
+
+
+def _documented_value(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [EngineLimits(), WorkLimits(), ServerConfig(), AuthConfig(), DebugLimits()],
+    ids=lambda limits: type(limits).__name__,
+)
+def test_every_configured_limit_is_documented_with_its_value(limits: object) -> None:
+    text = SECURITY.read_text()
+    for field in dataclasses.fields(limits):  # type: ignore[arg-type]
+        value = getattr(limits, field.name)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue  # a part (auth, debug) or a name (default_preset)
+        rows = re.findall(rf"^\| [^|\n]*`{field.name}`[^|\n]*\|[^\n]*$", text, re.MULTILINE)
+        assert rows, f"{type(limits).__name__}.{field.name} is not in docs/security.md"
+        shown = _documented_value(value)
+        assert any(shown in row for row in rows), f"{field.name} = {shown} is not documented"
+
+
+def test_the_table_of_who_may_do_what_is_the_policys() -> None:
+    text = SECURITY.read_text()
+    for action, rule in RULES.items():
+        row = re.search(rf"^\| `{action.value}` \|[^\n]*$", text, re.MULTILINE)
+        assert row is not None, f"{action.value} is not in docs/security.md"
+        assert rule.summary in row.group() and rule.who() in row.group(), action.value
