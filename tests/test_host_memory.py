@@ -543,6 +543,7 @@ def test_a_caller_with_a_token_is_refused_before_its_body_is_read() -> None:
             )  # and never the body: the answer comes without it
             answer = connection.recv(4096)
         assert answer.startswith(b"HTTP/1.1 429")
+        assert b"\r\nconnection: close\r\n" in answer.lower()  # no more bodies to throw away
         agent.close()
 
 

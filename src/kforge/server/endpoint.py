@@ -209,6 +209,7 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
     async def endpoint(request: Request) -> Response:
         state: ServerState = request.app.state.kforge
         counted: AgentId | None = None
+        read = False
         try:
             principal = Principal(state.operator_agent, True, "none")
             # Performance note: a caller with a token is admitted (or refused) before its
@@ -218,6 +219,7 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
                 principal = admit(request, None)
                 counted = _enter(state, principal.agent)
             raw = await read_limited(request, state.config.max_body_bytes)
+            read = True
             if early and declared_length(request) is None and raw:  # sent in chunks
                 state.authenticator.body_limiter.take(principal.agent, len(raw))
             if operation.authenticated and not early:
@@ -235,9 +237,10 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
         except ClientDisconnect:  # nobody to answer: no error of ours either
             return Response(status_code=400)
         except AuthError as error:
-            return auth_error_response(request, error)
+            return _unread_closes(request, read, auth_error_response(request, error))
         except RateLimited as error:
-            return auth_error_response(request, AuthError(429, str(error), error.retry_after))
+            refusal = AuthError(429, str(error), error.retry_after)
+            return _unread_closes(request, read, auth_error_response(request, refusal))
         except BodyError as error:
             return error_response(
                 request,
@@ -268,6 +271,14 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
 
     endpoint.__name__ = operation.handler.__name__
     return endpoint
+
+
+def _unread_closes(request: Request, read: bool, response: Response) -> Response:
+    """``response``, closing the connection when it refuses a body not read: the caller
+    cannot go on sending bodies the server only reads to throw away."""
+    if not read and declared_length(request):
+        response.headers["connection"] = "close"
+    return response
 
 
 def _enter(state: ServerState, agent: AgentId) -> AgentId:
