@@ -101,21 +101,21 @@ class Sandbox:
 
     __slots__ = (
         "access",
+        "archived",
         "final",
         "host_bytes",
         "id",
         "io_log",
         "machine",
-        "output_length",
         "program",
         "request",
         "reserved_ticks",
         "result",
-        "run_digest",
         "scheduled",
         "service",
         "started",
         "state",
+        "timer",
     )
 
     def __init__(self, sandbox_id: Hash256, request: CreateSandbox, program: Hash256) -> None:
@@ -136,12 +136,22 @@ class Sandbox:
         #: The service this sandbox runs, if it was made one.
         self.service: ServiceRecord | None = None
         self.host_bytes = 0
-        self.run_digest: Hash256 | None = None
-        self.output_length = 0
+        #: The digest and the output's length of its run, once it went to the archive.
+        self.archived: tuple[Hash256, int] | None = None
+        #: The scheduler's mark of the sandbox's one timer (``kforge.engine.scheduler``).
+        self.timer: object = None
 
     @property
     def owner(self) -> AgentId:
         return self.request.owner
+
+    @property
+    def run_digest(self) -> Hash256 | None:
+        return self.archived[0] if self.archived is not None else None
+
+    @property
+    def output_length(self) -> int:
+        return self.archived[1] if self.archived is not None else 0
 
     def log_call(self, call: HostCall) -> None:
         if self.io_log is None:

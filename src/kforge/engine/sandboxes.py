@@ -382,13 +382,14 @@ class Sandboxes:
         """Start (again) the time a live sandbox the scheduler does not run may wait for its
         next start or step (``EngineLimits.idle_timeout``)."""
         ctx = self.ctx
-        ctx.scheduler.watch_deadline(sandbox, ctx.clock.monotonic() + ctx.limits.idle_timeout)
+        deadline = ctx.clock.monotonic() + ctx.limits.idle_timeout
+        ctx.scheduler.watch_deadline(sandbox, deadline, coarse=True)
 
     def watch_retention(self, sandbox: Sandbox) -> None:
         """Start the time a stopped sandbox is kept (``EngineLimits.stopped_retention``)."""
         ctx = self.ctx
         retention = ctx.limits.stopped_retention
-        ctx.scheduler.watch_deadline(sandbox, ctx.clock.monotonic() + retention)
+        ctx.scheduler.watch_deadline(sandbox, ctx.clock.monotonic() + retention, coarse=True)
 
     def begin(self, sandbox: Sandbox, *, reserve: bool = True) -> None:
         """The first start of execution: reserve the tick budget, announce the start."""

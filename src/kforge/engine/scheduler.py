@@ -14,11 +14,15 @@ sandbox; with ``n`` owners waiting, a newly started sandbox runs after at most
 one slice of each of them.  A BLOCKED sandbox is in no queue and costs nothing
 until a message wakes it.
 
-Timers (wall clock) are kept in a heap and checked before every slice and
-whenever the scheduler is idle, so a blocked sandbox's deadline passes on time
-even while others run.  What a timer means is the engine's to say
-(:meth:`SliceRunner.deadline_passed`): an execution's deadline, an idle
-sandbox's expiry, a stopped sandbox's retention.
+Timers (wall clock) are checked before every slice and whenever the scheduler
+is idle, so a blocked sandbox's deadline passes on time even while others run.
+What a timer means is the engine's to say (:meth:`SliceRunner.deadline_passed`):
+an execution's deadline, an idle sandbox's expiry, a stopped sandbox's
+retention.  A sandbox has one timer at a time (``Sandbox.timer`` marks it;
+entries for an earlier one are skipped).  Exact ones (deadlines) are in a heap;
+coarse ones (expiry, retention: minutes) run out at the next whole second, in
+one list per second, so that a sandbox waiting to be started costs its timer a
+few bytes (an idle sandbox is to cost under a kilobyte beyond its quota).
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from typing import Protocol
 
 from kforge.core import AgentId, Hash256
@@ -59,10 +65,13 @@ class Scheduler:
         self._owners: OrderedDict[AgentId, deque[Sandbox]] = OrderedDict()
         self._length = 0
         self._queued: set[Hash256] = set()
+        #: Exact timers: (deadline, order, sandbox), valid while ``sandbox.timer`` is that
+        #: deadline (the same object).
         self._deadlines: list[tuple[float, int, Sandbox]] = []
-        #: The deadline of each execution the scheduler watches (heap entries that
-        #: no longer match are stale and skipped).
-        self._deadline_of: dict[Hash256, float] = {}
+        #: Coarse timers: the sandboxes whose timer runs out at each whole second, valid
+        #: while ``sandbox.timer`` is that second's list; and the seconds, as a heap.
+        self._seconds: dict[int, list[Sandbox]] = {}
+        self._second_heap: list[int] = []
         self._order = itertools.count()
         self._wakeup = asyncio.Event()
         self._stopping = False
@@ -95,44 +104,72 @@ class Scheduler:
         self._queued.discard(sandbox.id)
         return sandbox
 
-    def watch_deadline(self, sandbox: Sandbox, deadline: float) -> None:
+    def watch_deadline(self, sandbox: Sandbox, deadline: float, *, coarse: bool = False) -> None:
         """Tell the engine at ``deadline`` (the clock's ``monotonic`` time) that the sandbox's
-        timer ran out; replaces the sandbox's earlier timer."""
-        self._deadline_of[sandbox.id] = deadline
-        heapq.heappush(self._deadlines, (deadline, next(self._order), sandbox))
+        timer ran out; replaces the sandbox's earlier timer.  ``coarse``: at the first
+        whole second at or after it."""
+        if coarse:
+            second = math.ceil(deadline)
+            bucket = self._seconds.get(second)
+            if bucket is None:
+                bucket = self._seconds[second] = []
+                heapq.heappush(self._second_heap, second)
+            bucket.append(sandbox)
+            sandbox.timer = bucket
+        else:
+            sandbox.timer = deadline
+            heapq.heappush(self._deadlines, (deadline, next(self._order), sandbox))
         self._wakeup.set()
 
     def forget_deadline(self, sandbox: Sandbox) -> None:
         """The sandbox has no timer any more (a service, or a sandbox forgotten)."""
-        self._deadline_of.pop(sandbox.id, None)
+        sandbox.timer = None
 
     def poke(self) -> None:
         """Make an idle scheduler look at its deadlines again (after moving an injected clock)."""
         self._wakeup.set()
 
     def expire_deadlines(self) -> list[Sandbox]:
-        """Tell the engine of every timer that ran out at or before now; returns their
-        sandboxes."""
+        """Tell the engine of every timer that ran out at or before now, earliest first;
+        returns their sandboxes."""
         now = self._clock.monotonic()
         expired = []
-        while self._deadlines and self._deadlines[0][0] <= now:
-            deadline, _, sandbox = heapq.heappop(self._deadlines)
-            if self._deadline_of.get(sandbox.id) != deadline:
+        for sandbox, mark in self._due(now):
+            if sandbox.timer is not mark:
                 continue  # stale: replaced, or forgotten
-            del self._deadline_of[sandbox.id]
+            sandbox.timer = None
             self._runner.deadline_passed(sandbox)
             expired.append(sandbox)
         return expired
 
+    def _due(self, now: float) -> Iterator[tuple[Sandbox, object]]:
+        """Every timer entry at or before ``now``, earliest first, taken off as it goes, with
+        the mark a live one still has on its sandbox."""
+        while True:
+            exact = self._deadlines[0][0] if self._deadlines else math.inf
+            coarse = self._second_heap[0] if self._second_heap else math.inf
+            if min(exact, coarse) > now:
+                return
+            if coarse <= exact:
+                bucket = self._seconds.pop(heapq.heappop(self._second_heap))
+                for sandbox in bucket:
+                    yield sandbox, bucket
+            else:
+                deadline, _, sandbox = heapq.heappop(self._deadlines)
+                yield sandbox, deadline
+
     def _idle_timeout(self) -> float | None:
         while self._deadlines:
             deadline, _, sandbox = self._deadlines[0]
-            if self._deadline_of.get(sandbox.id) == deadline:
+            if sandbox.timer is deadline:
                 break
             heapq.heappop(self._deadlines)  # stale: replaced, or forgotten
-        if not self._deadlines:
+        times = [self._deadlines[0][0]] if self._deadlines else []
+        if self._second_heap:
+            times.append(self._second_heap[0])
+        if not times:
             return None
-        return max(0.0, self._deadlines[0][0] - self._clock.monotonic())
+        return max(0.0, min(times) - self._clock.monotonic())
 
     async def run(self) -> None:
         """The scheduling loop; returns after :meth:`stop`."""

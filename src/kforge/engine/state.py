@@ -352,8 +352,7 @@ class EngineState:
             return
         logs = encode_logs(ArchivedLogs(final.deliveries, io_log))
         self.archive.put(sandbox.id, result.output, logs)
-        sandbox.run_digest = run_digest(result.output, logs)
-        sandbox.output_length = len(result.output)
+        sandbox.archived = (run_digest(result.output, logs), len(result.output))
         sandbox.result = replace(result, output=b"")
         sandbox.final = replace(final, deliveries=())
         sandbox.io_log = None
@@ -489,8 +488,8 @@ def _sandbox_from(values: SandboxSnapshot, lookup: object) -> Sandbox:
         sandbox.io_log = list(values.io_log)
     sandbox.result = values.result
     sandbox.final = values.final
-    sandbox.run_digest = values.run_digest
-    sandbox.output_length = values.output_length
+    if values.run_digest is not None:
+        sandbox.archived = (values.run_digest, values.output_length)
     if values.machine is not None:
         sandbox.machine = restore(values.machine, lookup)  # type: ignore[arg-type]
     return sandbox
