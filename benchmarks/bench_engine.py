@@ -306,6 +306,9 @@ async def checks() -> list[str]:
         link_ticks = forge.ledger.account(OWNER).ticks_spent - spent - CREATE_TICKS
         assert link_ticks == 2 * len(imports)
         facts.append(f"imports resolved at creation: {len(imports)} imports, {link_ticks} ticks")
+        for info in await forge.visible_sandboxes(OWNER):  # one agent holds at most 256 MiB
+            if info.state.is_live:
+                await forge.kill_sandbox(info.id, OWNER)
         for name, preset in PRESETS.items():
             sandbox = await forge.create_sandbox(CreateSandbox(OWNER, code, preset=name))
             info = await forge.sandbox_status(sandbox, OWNER)
@@ -316,6 +319,7 @@ async def checks() -> list[str]:
             facts.append(
                 f"preset {name}: {info.memory_quota >> 20} MiB, {preset.tick_budget:.0e} ticks"
             )
+            await forge.kill_sandbox(sandbox, OWNER)  # its quota back for the next preset
     return facts
 
 
