@@ -206,11 +206,13 @@ class MemoryWatch:
 def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(port), data_dir],
-        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-    )
+    with open(Path(data_dir) / "server.log", "wb") as log:  # read when a run goes wrong
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(port), data_dir],
+            env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "KFORGE_DATA_DIR": data_dir},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -255,6 +257,9 @@ def one_run(agents: int, rounds: int, hostile: bool, timings: Timings) -> dict[s
                 attacker.kill()
             server.terminate()
             server.wait(30)
+            if report.get("health_after") != 200 or timings.errors:
+                log = (Path(data_dir) / "server.log").read_text(errors="replace")
+                print("server log (its end):\n" + log[-4000:], file=sys.stderr)
     return report
 
 
