@@ -71,6 +71,20 @@ GETS_THEN_WAIT = GETS.replace("done:   HALT", "done:   RECV 2, r3, r253, r2\n   
 QUOTA = 200 * 1024
 
 
+def sends(count: int, size: int) -> str:
+    """A program writing ``count`` messages of ``size`` bytes to stdout, then halting."""
+    return f"""
+            LI   r2, {size}
+            LI   r5, {count}
+            LI   r6, 1
+    again:  JZ   r5, done
+            SEND 0, r253, r2
+            SUB  r5, r5, r6
+            JMP  again
+    done:   HALT
+    """
+
+
 def gets(object_id: Hash256, count: int) -> bytes:
     return b"\x01" + object_id.raw + struct.pack("<Q", count)
 
@@ -412,18 +426,7 @@ def test_a_debug_view_shows_the_end_of_a_large_output() -> None:
 def test_kforge_run_json_writes_a_large_output_without_copying_it() -> None:
     """The attack: a 512 MiB stdout peaked at 3.6 GB with ``--json``; the report is now
     written 64 KiB at a time."""
-    program = assemble(
-        """
-                LI   r2, 65536
-                LI   r5, 512
-                LI   r6, 1
-        again:  JZ   r5, done
-                SEND 0, r253, r2
-                SUB  r5, r5, r6
-                JMP  again
-        done:   HALT
-        """
-    )
+    program = assemble(sends(512, 65536))
     machine = Machine.load(program, memory_quota=40 << 20, tick_budget=10**6)
     machine.run()
     assert len(machine.stdout) == 32 << 20
@@ -478,16 +481,7 @@ def test_a_program_counts_once_for_its_owner_and_the_cache_is_bounded_in_bytes()
 def test_wait_answers_with_the_outputs_first_chunk_and_the_client_reads_the_rest() -> None:
     """A result's output may be as large as the memory quota: ``/wait`` carries its first
     256 KiB and its length, never the whole of it at once; the client reads on."""
-    program = """
-            LI   r2, 65000
-            LI   r5, 16
-            LI   r6, 1
-    again:  JZ   r5, done
-            SEND 0, r253, r2
-            SUB  r5, r5, r6
-            JMP  again
-    done:   HALT
-    """
+    program = sends(16, 65000)
     with running_server() as live:
         agent = Agent(live.base_url)
         sandbox = agent.create(program, memory_quota=4 << 20)

@@ -26,6 +26,7 @@ from kforge.engine.policy import OverLimit
 from kforge.link import Import
 from kforge.proofs import verify_proof
 from kforge.server import AuthConfig, ServerConfig
+from test_engine_artifacts import LIBRARY
 from test_engine_support import OWNER, create, open_engine, put, run
 from test_server_support import Agent, running_server
 
@@ -135,11 +136,6 @@ def test_an_agent_over_its_share_of_jobs_is_refused() -> None:
     run(body)
 
 
-LIBRARY = """
-.export double
-double: ADD r1, r1, r1
-        RET
-"""
 MAIN = """
 .import double
         LI   r1, 21

@@ -22,8 +22,7 @@ from kforge.engine.models import (
     Service,
     ServiceInfo,
 )
-from kforge.isa import FaultCode
-from kforge.messages.payloads import Allowance
+from kforge.messages.payloads import Allowance, ExecResult
 from kforge.wire import U8, U32, U64, Schema
 
 __all__ = [
@@ -159,16 +158,10 @@ class HostCalls(Schema, frozen=True):
     calls: tuple[HostCall, ...]
 
 
-class WaitResult(Schema, frozen=True):
+class WaitResult(ExecResult, frozen=True):
     """``GET …/wait``: the ``ExecResult``, with at most the first ``OUTPUT_CHUNK`` bytes of
     the output; ``output_length`` is the whole output's (read the rest with ``…/output``)."""
 
-    sandbox_id: Hash256
-    state: SandboxState
-    ticks_used: U64
-    output: bytes
-    fault: FaultCode | None
-    fault_detail: U64 | None = None
     output_length: U64 = 0
 
 
