@@ -15,9 +15,10 @@ than the work.
 The pool is shared fairly: at most ``workers`` jobs run at once, and one agent
 has at most ``per_agent`` jobs running or waiting (more is :class:`OverLimit`),
 so an agent sending huge uploads waits for its own and cannot queue ahead of the
-others; and a job's process runs only when the CPU has nothing else to do
-(``SCHED_IDLE`` where the system has it, else at the lowest priority), so
-requests and sandboxes come first.  A job's
+others; and a job's process runs at a lower priority than the server
+(``WORKER_NICENESS``), so requests and sandboxes come first: low enough that a
+build takes a tenth of a busy CPU, not so low that it starves past its time
+limit (``SCHED_IDLE`` did, on a saturated host).  A job's
 :class:`~kforge.core.ForgeError` comes back as
 :class:`JobFailed`, with the original's category, code, HTTP status, message and
 context.
@@ -41,8 +42,8 @@ __all__ = ["JobFailed", "Offload", "WorkLimits", "WorkTimedOut"]
 
 T = TypeVar("T")
 
-#: How much lower a job's process runs than the server where ``SCHED_IDLE`` is missing.
-WORKER_NICENESS: Final = 19
+#: How much lower a job's process runs than the server (``nice``).
+WORKER_NICENESS: Final = 10
 #: What the fork server loads once, so that each job's process starts with it.
 _PRELOAD: Final = [
     "kforge.asm",
@@ -103,19 +104,11 @@ class JobFailed(ForgeError):
         return KingdomError(self.kingdom.code, self.kingdom.category, self.kingdom.message, merged)
 
 
-def _yield_the_cpu() -> None:
-    """Run this process only when the CPU is otherwise idle (or, failing that, last)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        with contextlib.suppress(OSError):
-            os.nice(WORKER_NICENESS)
-
-
 def _run_job(channel: Connection, job: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """The worker process: run ``job`` (yielding the CPU to everything else) and send back
-    its value or its error."""
-    _yield_the_cpu()
+    """The worker process: run ``job`` (at a lower priority) and send back its value or its
+    error."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     try:
         channel.send(("ok", job(*args)))
     except ForgeError as error:
