@@ -59,6 +59,7 @@ RUNTIME_MODULES: Final = tuple(
         "unicode",
         "string_methods",
         "interpolate",
+        "softfloat",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).
