@@ -7,9 +7,9 @@ whose message matches the (Go, RE2) pattern; any other error fails the chunk.  C
 load ``assert.star`` (ours, beside this file, with ``regexp.star``) and report a
 failed assertion through ``error()``, on stderr.
 
-Out of scope: whole files about floats, sets, json, time, proto and math; chunks that
-load those modules or use the Go-only ``option:loadbindsglobally``; and, inside the
-other chunks, each top-level statement that uses floats, sets or the Go harness's own
+Out of scope: whole files about sets, json, time, proto and math; chunks that load
+those modules or use the Go-only ``option:loadbindsglobally``; and, inside the other
+chunks, each top-level statement that uses sets or the Go harness's own
 ``struct``/``hasfields``/``fibonacci`` (blanked out, line numbers kept, together with
 every later statement that uses a name it bound).  Each is listed with its reason.  ``option:while``,
 ``recursion`` and ``globalreassign`` are always on in kforge's dialect.
@@ -59,7 +59,6 @@ GO_TEST_FILES = [
 ]
 
 OUT_OF_SCOPE_FILES = {
-    "float": "floating-point numbers come in a later step",
     "set": "the set type is not part of the dialect",
     "json": "the json module is not provided",
     "time": "the time module is not provided",
@@ -90,10 +89,6 @@ _CHUNK_RULES: list[tuple[str, re.Pattern[str]]] = [
 #: statement that uses a name it binds.
 _STATEMENT_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("uses sets", re.compile(r"\bset\b")),
-    (
-        "uses floats",
-        re.compile(r"\bfloat\b|(?<![\w.])\d+\.\d*|(?<![\w.])\.\d+|\b\d+[eE][+-]?\d+|[^/]/[^/]"),
-    ),
     (
         "uses the Go harness's struct, hasfields or fibonacci",
         re.compile(r"\b(struct|hasfields|fibonacci)\b"),
@@ -175,7 +170,15 @@ def _statement_reason(text: str, code: str) -> str | None:
             return reason
     if "called recursively" in text:
         return "expects recursion to be refused (the dialect allows it)"
+    if _parameters(code) > 63:
+        return "defines a function of more than 63 parameters (kforge's limit)"
     return None
+
+
+def _parameters(code: str) -> int:
+    """The parameters of a top-level ``def`` (0 for any other statement)."""
+    match = re.match(r"def \w+\(([^)]*)\)", code)
+    return len([p for p in match.group(1).split(",") if p.strip()]) if match else 0
 
 
 def _uses(code: str) -> str:

@@ -82,7 +82,8 @@ FUNCTIONS: Final[dict[str, Builtin]] = {
         _f("tuple", "x", 0),
         _f("type", "x", 1, exactly=True),
         _f("zip", "", 0, varargs=True),
-        _f("float", "x", 0),
+        # Go's float has its own argument messages: it takes them all and checks
+        _f("float", "", 0, varargs=True, kwargs=True),
     )
 }
 

@@ -60,6 +60,8 @@ RUNTIME_MODULES: Final = tuple(
         "string_methods",
         "interpolate",
         "softfloat",
+        "floats",
+        "float_text",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).

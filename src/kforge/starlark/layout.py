@@ -183,6 +183,10 @@ MODULE_NAME: Final = 8
 MODULE_MEMBERS: Final = 16
 MODULE_SIZE: Final = 24
 
+# float: header, then the 64 bits of an IEEE 754 double
+FLOAT_BITS: Final = 8
+FLOAT_SIZE: Final = 16
+
 # raw block: header, capacity in bytes, then the bytes (or words)
 BLOCK_CAP: Final = 8
 BLOCK_DATA: Final = 16

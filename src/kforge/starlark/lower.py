@@ -17,7 +17,10 @@ runtime's ``call_value``.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Final
 
 from kforge.starlark import layout as L
@@ -27,6 +30,7 @@ from kforge.starlark.builtins import FORGE_MODULE, FUNCTIONS, HOST, METHODS, TES
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
+from kforge.starlark.lowlevel import FLOAT_VARIANT
 from kforge.starlark.regs import MAX_ARGUMENTS, ONE, SIGN, ZERO
 from kforge.starlark.scope import Binding, FunctionScope, Kind, Resolution, Variable
 from kforge.starlark.syntax import Source
@@ -98,6 +102,29 @@ class ProgramState:
     #: Whether ``getattr``, ``hasattr`` or ``dir`` are used (they need every method).
     method_tables: bool = False
     counter: int = 0
+    #: Whether the program uses floats (a float literal, ``/``, ``float``): only then
+    #: does it link the runtime's float variants and take ``float_patches``.
+    uses_floats: bool = False
+    #: Changes to lowered code that only a program with floats needs, made when the
+    #: whole program is lowered: an int literal is then no longer the only value equal
+    #: to itself (``1.0 == 1``).
+    float_patches: list[Callable[[], None]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        """After the last module is lowered: in a program with floats, patch the lowered
+        code and put the float variants of the runtime's functions in place of the
+        plain ones (``functions`` wins over the runtime when the program is linked)."""
+        if not self.uses_floats:
+            return
+        for patch in self.float_patches:
+            patch()
+        from kforge.starlark.compiler import runtime_library
+
+        runtime = runtime_library()
+        for name in runtime.float_variants:
+            plain = runtime.functions[name]
+            variant = runtime.functions[name + FLOAT_VARIANT]
+            self.functions[name] = replace(variant, name=name, builtin=plain.builtin)
 
     def unique(self, stem: str) -> str:
         self.counter += 1
@@ -158,6 +185,8 @@ class ModuleCompiler:
         compiler = FunctionCompiler(self, self.resolution.module, function, self.source.module)
         compiler.compile_module(loaded=not is_main)
         self.state.functions[init] = function
+        if is_main:
+            self.state.finish()
         return ModuleInfo(self.key, self.filename, init, dict(self.globals))
 
     def function_names(self, node: ast.AST, scope: FunctionScope) -> tuple[str, str]:
@@ -716,6 +745,10 @@ class FunctionCompiler:
             if _identity_literal(node.left) or _identity_literal(node.comparators[0]):
                 # a small int, None, True or False equals only its own word
                 b.br("EQ", left, right, t, f)  # type: ignore[arg-type]
+                if _small_literal(node.left) is not None:
+                    self.float_equality_patch(right, left, right, t, f)
+                elif _small_literal(node.comparators[0]) is not None:
+                    self.float_equality_patch(left, left, right, t, f)
                 return
             same, differ, neither_int = b.new_block(), b.new_block(), b.new_block()
             b.br("EQ", left, right, same, differ)
@@ -723,6 +756,8 @@ class FunctionCompiler:
             b.br("NZ", b.op("AND", left, ONE), -1, t, neither_int)  # type: ignore[arg-type]
             b.set_block(differ)
             either = b.op("OR", left, right)
+            # with floats, only two small ints that differ are unequal without a look
+            self.state.float_patches.append(partial(setattr, b.block.insns[-1], "op", "AND"))
             b.br("NZ", b.op("AND", either, ONE), -1, f, neither_int)  # type: ignore[arg-type]
             b.set_block(neither_int)
 
@@ -749,6 +784,30 @@ class FunctionCompiler:
         b.set_block(slow)
         result = self.rt("compare", left, right, self.const(_ORDER[type(op)]))
         b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
+
+    def float_equality_patch(
+        self, other: int, left: int, right: int, if_true: object, if_false: object
+    ) -> None:
+        """After ``EQ left, right`` with a small-int literal on one side: in a program
+        with floats, the words differing says nothing when ``other`` (the operand that
+        is not the literal) is an object, a float perhaps, so ``equal`` decides."""
+        block = self.b.block
+        function = self.b.function
+        loc = self.b.loc
+
+        def patch() -> None:
+            b = Builder(function)
+            b.loc = loc
+            check, ask = b.new_block(), b.new_block()
+            assert block.term is not None
+            block.term.targets = (block.term.targets[0], check.index)
+            b.set_block(check)
+            b.br("NZ", b.op("AND", other, ONE), -1, if_false, ask)  # type: ignore[arg-type]
+            b.set_block(ask)
+            answer = b.call("equal", [left, right])
+            b.br("NZ", answer, -1, if_true, if_false)  # type: ignore[arg-type]
+
+        self.state.float_patches.append(patch)
 
     def bool_value(self, node: ast.expr) -> int:
         """A condition as a bool value."""
@@ -861,6 +920,12 @@ class FunctionCompiler:
         if isinstance(value, str | bytes):
             payload, is_bytes = self.module.source.strings[id(node)]
             return self.string(payload, L.TAG_BYTES if is_bytes else L.TAG_STRING)
+        if isinstance(value, float):
+            self.state.uses_floats = True
+            bits = int.from_bytes(struct.pack("<d", value), "little")
+            name = f"float:{bits:016x}"
+            self.state.data.record(name, (L.TAG_FLOAT | L.FLAG_STATIC | L.FLAG_FROZEN, bits))
+            return self.b.li_ref(DataRef(name))
         raise self.module.fail(node, f"unsupported constant {value!r}")
 
     def name(self, node: ast.Name) -> int:
@@ -920,6 +985,8 @@ class FunctionCompiler:
         builtin = FUNCTIONS.get(name)
         if builtin is None:
             raise self.module.fail(node, f"undefined: {name}")
+        if name == "float":
+            self.state.uses_floats = True
         return self.builtin_value(builtin)
 
     def predeclared_value(self, name: str, node: ast.AST) -> int:
@@ -990,6 +1057,8 @@ class FunctionCompiler:
     ) -> int:
         """``left op right``; ``*_constant`` is the value of an operand that is a small-int
         literal, which lets the inline paths test fewer tags and fold constants."""
+        if op == "truediv":
+            self.state.uses_floats = True
         if op == "add":
             return self.add_sub(
                 left,
@@ -1421,6 +1490,8 @@ class FunctionCompiler:
                     return self.print_call(node, where)
                 if binding.name in ("getattr", "hasattr", "dir"):
                     self.state.method_tables = True
+                if binding.name == "float":
+                    self.state.uses_floats = True
                 return self.builtin_call(FUNCTIONS[binding.name], node, where, receiver=-1)
             if binding.kind is Kind.PREDECLARED:
                 builtin = HOST.get(binding.name) if self.module.key == FORGE_MODULE else None

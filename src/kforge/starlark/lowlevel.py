@@ -17,7 +17,12 @@ meaning:
   (a word in the data section: ``name.value``), or a function;
 * a string literal is the address of a static Starlark ``str`` object with those
   bytes (UTF-8), a bytes literal that of a static ``bytes`` object;
-* ``@noreturn`` marks a function that never returns (the error path).
+* ``@noreturn`` marks a function that never returns (the error path);
+* ``if FLOATS:`` and ``if FLOATS and X:`` guard what only a program that uses floats
+  needs: a function with such a test is compiled twice, as ``NAME`` without the
+  guarded statements (its ``else`` part only) and as ``NAME@floats`` with them (the
+  linker takes the second in place of the first for a program with floats), so a
+  program without floats runs the code it always ran and links no float code.
 
 Every runtime function is visible to every other by its name, whatever module
 defines it (names are unique across the runtime): a module imports the functions
@@ -36,7 +41,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
@@ -85,6 +90,13 @@ class RuntimeLibrary:
     data: Declarations = field(default_factory=Declarations)
     #: Calls that catch errors (``catch_call``), by instruction id.
     catch_sites: set[int] = field(default_factory=set)
+    #: The functions compiled a second time, as ``NAME@floats``, with their ``if FLOATS:``
+    #: statements (see the module's docstring).
+    float_variants: set[str] = field(default_factory=set)
+
+
+#: The suffix of a function's variant for programs that use floats.
+FLOAT_VARIANT: Final = "@floats"
 
 
 class _Loop:
@@ -104,7 +116,9 @@ class _FunctionCompiler:
         resolve_function: Callable[[str], str | None],
         catch_sites: set[int],
         globals_by_name: dict[str, Any],
+        floats: bool = False,
     ) -> None:
+        self.floats = floats
         self.catch_sites = catch_sites
         self.globals_by_name = globals_by_name
         self.module = module
@@ -112,7 +126,8 @@ class _FunctionCompiler:
         self.node = node
         self.data = data
         self.resolve_function = resolve_function
-        self.function = Function(node.name, len(node.args.args))
+        name = node.name + FLOAT_VARIANT if floats else node.name
+        self.function = Function(name, len(node.args.args))
         self.function.noreturn = any(
             isinstance(d, ast.Name) and d.id == "noreturn" for d in node.decorator_list
         )
@@ -220,8 +235,22 @@ class _FunctionCompiler:
         return register
 
     def if_statement(self, node: ast.If) -> None:
+        test = node.test
+        if _is_floats_test(test):  # only the variant's statements are compiled
+            self.statements(node.body if self.floats else node.orelse)
+            return
+        if (
+            isinstance(test, ast.BoolOp)
+            and isinstance(test.op, ast.And)
+            and _is_floats_test(test.values[0])
+        ):  # ``if FLOATS and X:`` is ``if X:`` in the variant, the else part elsewhere
+            if not self.floats:
+                self.statements(node.orelse)
+                return
+            rest = test.values[1:]
+            test = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
         then, otherwise, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
-        self.condition(node.test, then, otherwise)
+        self.condition(test, then, otherwise)
         self.b.set_block(then)
         self.statements(node.body)
         if not self.b.terminated:
@@ -342,6 +371,8 @@ class _FunctionCompiler:
 
     def constant(self, node: ast.expr) -> int | None:
         """The value of ``node`` if it is a compile-time integer."""
+        if _is_floats_test(node):
+            raise self.error(node, "FLOATS is only tested by an if statement, first")
         if isinstance(node, ast.Constant) and isinstance(node.value, bool | int):
             return int(node.value) & _MASK
         if isinstance(node, ast.Name) and node.id not in self.locals:
@@ -697,6 +728,15 @@ def _fold(op: str, left: int, right: int) -> int | None:
     return None
 
 
+def _is_floats_test(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "FLOATS"
+
+
+def tests_floats(node: ast.FunctionDef) -> bool:
+    """Whether a runtime function has ``if FLOATS`` statements (and so a variant)."""
+    return any(isinstance(n, ast.Name) and n.id == "FLOATS" for n in ast.walk(node))
+
+
 def runtime_functions(module: ModuleType) -> Iterator[ast.FunctionDef]:
     tree = ast.parse(inspect.getsource(module))
     for node in tree.body:
@@ -739,4 +779,10 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
         library.functions[node.name] = _FunctionCompiler(
             module, node, library.data, resolve, library.catch_sites, globals_by_name
         ).compile()
+        if tests_floats(node):
+            variant = _FunctionCompiler(
+                module, node, library.data, resolve, library.catch_sites, globals_by_name, True
+            ).compile()
+            library.functions[variant.name] = variant
+            library.float_variants.add(node.name)
     return library

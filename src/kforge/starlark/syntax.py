@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import io
+import math
 import re
 import tokenize
 import warnings
@@ -387,9 +388,10 @@ def _check_numbers(tokens: list[tokenize.TokenInfo], filename: str) -> None:
             raise StarlarkCompileError(*where, f"invalid number literal {token.string}")
         if text.endswith("j"):
             raise StarlarkCompileError(*where, "complex numbers are not part of Starlark")
-        if not text.startswith(("0x", "0o", "0b")) and ("." in text or "e" in text):
+        is_float = not text.startswith(("0x", "0o", "0b")) and ("." in text or "e" in text)
+        if is_float and math.isinf(float(text)):  # Go reports it where the literal ends
             raise StarlarkCompileError(
-                *where, f"floating-point numbers are not supported yet: {token.string}"
+                filename, token.end[0], token.end[1] + 1, "invalid float literal"
             )
 
 

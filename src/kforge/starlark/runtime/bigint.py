@@ -213,6 +213,14 @@ def scratch(words: int) -> int:
     return _bigint_scratch.value
 
 
+def big_prepare(words: int) -> None:
+    """Make the operand slots and a scratch block of ``words`` words now, so that big-int
+    work between a heap mark and its release (``heap_release``) allocates nothing that
+    must outlive it."""
+    big_view(1, 0)
+    scratch(words)
+
+
 # -- magnitudes -----------------------------------------------------------------------------
 
 
@@ -656,6 +664,19 @@ def int_from_magnitude(m: int, sign: int) -> int:
     store(r + L.BIGINT_LIMBS, m & L.LIMB_MASK)
     store(r + L.BIGINT_LIMBS + 8, m >> 32)
     return big_finish(r, 2, sign)
+
+
+def big_pow10(k: int) -> int:
+    """``10**k`` as an int, nine digits at a time."""
+    value = 3  # the int 1
+    while k >= 9:
+        value = big_mul(value, (_BILLION << 1) | 1)
+        k -= 9
+    power = 1
+    while k > 0:
+        power = power * 10
+        k -= 1
+    return big_mul(value, (power << 1) | 1)
 
 
 def big_neg(a: int) -> int:

@@ -146,12 +146,6 @@ def builtin_print(sep: int, args: int) -> int:
     return L.NONE_ADDRESS
 
 
-def builtin_float(x: int) -> int:
-    """``float``: not available until floats are (a clear error, never a wrong answer)."""
-    error(text("float: floating-point numbers are not supported yet"), text("float"))
-    return 0
-
-
 # -- arguments, checked as Go's UnpackArgs checks them ---------------------------------
 
 

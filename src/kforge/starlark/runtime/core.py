@@ -69,6 +69,18 @@ def alloc(size: int) -> int:
     return p
 
 
+def heap_release(mark: int) -> None:
+    """Give back the heap above ``mark`` (the heap pointer some time before): for
+    temporaries only, made since by code that kept nothing of them (memory above the
+    heap pointer must be zeros)."""
+    p = mark
+    top = heap_pointer()
+    while p < top:
+        store(p, 0)
+        p += 8
+    set_heap_pointer(mark)
+
+
 def alloc_object(tag: int, size: int) -> int:
     p = alloc(size)
     store(p, tag)

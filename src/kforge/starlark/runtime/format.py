@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, load, loadb, sar, slt, store, text
+from kforge.starlark.runtime.intrinsics import FLOATS, Global, load, loadb, sar, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_write_decimal
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         error,
         send_buffer,
     )
+    from kforge.starlark.runtime.float_text import write_float
     from kforge.starlark.runtime.strings import utf8_decode
     from kforge.starlark.runtime.unicode import is_printable
     from kforge.starlark.runtime.values import tag_of, type_name
@@ -128,6 +129,9 @@ def write_repr(b: int, v: int) -> None:
     elif tag == L.TAG_STRING_ELEMS:
         write_elems(b, v)
     else:
+        if FLOATS and tag == L.TAG_FLOAT:
+            write_float(b, v)
+            return
         buf_str(b, text("<"))
         buf_str(b, type_name(v))
         buf_str(b, text(">"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, sar, sgt, slt, store, text
+from kforge.starlark.runtime.intrinsics import FLOATS, load, loadb, sar, sgt, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_abs, big_alloc, big_finish, int_fits_int32
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         buf_to_string,
         error,
     )
+    from kforge.starlark.runtime.floats import float_abs, float_int_value
     from kforge.starlark.runtime.format import write_str
     from kforge.starlark.runtime.strings import string_new, utf8_decode, utf8_encode
     from kforge.starlark.runtime.values import error_with_type, is_int, small, tag_of
@@ -58,8 +59,8 @@ def builtin_int(x: int, base: int) -> int:
         return small(0)
     if is_int(x):
         return x
-    if tag_of(x) == L.TAG_FLOAT:
-        error(text("int: float values are not supported yet"), text("int"))
+    if FLOATS and tag_of(x) == L.TAG_FLOAT:
+        return float_int_value(x, text("int: "), text("int"))
     error_with_type(text("int: cannot convert "), x, text(" to int"), text("int"))
     return 0
 
@@ -208,6 +209,8 @@ def error_invalid_literal(s: int, base: int) -> None:
 
 
 def builtin_abs(x: int) -> int:
+    if FLOATS and tag_of(x) == L.TAG_FLOAT:
+        return float_abs(x)
     if is_int(x) == 0:
         error_with_type(text("got "), x, text(", want int or float"), text("abs"))
     return big_abs(x)

@@ -3,8 +3,9 @@ implementation's rules and messages.
 
 Both build into the scratch buffer of :mod:`kforge.starlark.runtime.string_methods`
 and copy the result out once.  The float conversions of ``%`` (``%e %f %g`` and
-their capitals) format ints as the float they convert to, as Go does; an int whose
-magnitude reaches 2**62 is refused until floats exist.
+their capitals) format ints as the float they convert to, as Go does: a program with
+floats through the float formatter (:mod:`kforge.starlark.runtime.float_text`), any
+other with the int-only code below, which needs no float arithmetic.
 
 Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 """
@@ -14,9 +15,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, loadb, sar, slt, store, text
+from kforge.starlark.runtime.intrinsics import (
+    FLOATS,
+    heap_pointer,
+    load,
+    loadb,
+    sar,
+    slt,
+    store,
+    text,
+)
 
 if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import (
+        big_lshift,
+        big_mod,
+        big_pow10,
+        big_prepare,
+        big_sub,
+        big_write_decimal,
+        int_from_magnitude,
+    )
     from kforge.starlark.runtime.core import (
         buf_byte,
         buf_decimal,
@@ -26,11 +45,14 @@ if TYPE_CHECKING:
         buf_to_string,
         buf_write,
         error,
+        heap_release,
     )
+    from kforge.starlark.runtime.float_text import write_number_as_float
+    from kforge.starlark.runtime.floats import float_conversion_int
     from kforge.starlark.runtime.format import write_int, write_quoted, write_repr
     from kforge.starlark.runtime.string_methods import rune_at, scratch_buffer
     from kforge.starlark.runtime.strings import string_from, utf8_encode
-    from kforge.starlark.runtime.values import dict_lookup, tag_of, type_name
+    from kforge.starlark.runtime.values import big_compare, dict_lookup, tag_of, type_name
 
 _DIGITS: Final = text("0123456789abcdef0123456789ABCDEF")
 #: Ints below this magnitude convert to a float exactly.
@@ -266,6 +288,8 @@ def write_conversion(b: int, c: int, arg: int) -> None:
     elif c == 114:  # r
         write_repr(b, arg)
     elif c == 100 or c == 105 or c == 111 or c == 120 or c == 88:  # d i o x X
+        if FLOATS and tag_of(arg) == L.TAG_FLOAT:
+            arg = float_conversion_int(c, arg)
         if tag_of(arg) != L.TAG_INT:
             error_conversion(
                 c, text("format requires integer: cannot convert "), arg, text(" to int")
@@ -279,12 +303,13 @@ def write_conversion(b: int, c: int, arg: int) -> None:
         else:
             write_int(b, arg)
     elif c == 101 or c == 102 or c == 103 or c == 69 or c == 70 or c == 71:  # e f g E F G
-        if tag_of(arg) != L.TAG_INT:
+        tag = tag_of(arg)
+        if FLOATS and (tag == L.TAG_FLOAT or tag == L.TAG_INT):
+            write_number_as_float(b, arg, c)
+            return
+        if tag != L.TAG_INT:
             error_conversion(c, text("format requires float, not "), arg, text(""))
-        if c == 70:
-            buf_str(b, text("%F"))  # Go's strconv.FormatFloat has no 'F' and says so
-        else:
-            write_int_as_float(b, arg, c)
+        write_int_as_float(b, arg, c)
     elif c == 99:  # c
         write_character(b, arg)
     elif c == 37:  # %
@@ -400,11 +425,11 @@ def write_int_as_float(b: int, v: int, c: int) -> None:
     """``%e %f %g`` (and ``%E %F %G``) of an int: the float it converts to (rounded to
     53 bits, ties to even), written as Go's ``strconv.FormatFloat`` writes it."""
     if (v & 1) == 0:
-        e = buf_new(64)
-        buf_byte(e, 37)
-        buf_byte(e, c)
-        buf_str(e, text(" format of an int of 2**62 or more is not supported (no floats yet)"))
-        error(buf_to_string(e, L.TAG_STRING), 0)
+        write_big_int_as_float(b, v, c)
+        return
+    if c == 70:
+        buf_str(b, text("%F"))  # Go's strconv.FormatFloat has no 'F' and says so
+        return
     n = sar(v, 1)
     if slt(n, 0):
         buf_byte(b, 45)
@@ -485,6 +510,134 @@ def shortest_digits(n: int, shift: int) -> int:
                 return strip_zeros(high // scale)
             keep += 1
     return strip_zeros(n)
+
+
+#: Room the digits of a double's integral value and ``.000000`` need in a buffer.
+_BIG_DIGITS: Final = 330
+
+
+def write_big_int_as_float(b: int, v: int, c: int) -> None:
+    """``write_int_as_float`` for a big int: rounded to ``m * 2**shift`` (``m`` of 53 bits,
+    ``shift >= 10``), whose exact digits come from big-int arithmetic (temporaries given
+    back: the buffer gets its room first, so that it does not grow among them)."""
+    info = load(v + L.BIGINT_INFO)
+    count = info & L.LIMB_MASK
+    limbs = v + L.BIGINT_LIMBS
+    # the top 64 bits, and whether any below them is set
+    top = (load(limbs + 8 * count - 8) << 32) | load(limbs + 8 * count - 16)
+    shift = 0
+    while (top << shift) < (1 << 63):
+        shift += 1
+    length = 32 * count - shift
+    next_limb = 0
+    if count > 2:
+        next_limb = load(limbs + 8 * count - 24)
+    if shift != 0:
+        top = (top << shift) | (next_limb >> (32 - shift))
+        next_limb = next_limb << (32 + shift)  # what is left of it
+    sticky = next_limb != 0
+    i = 0
+    while i + 3 < count and sticky == 0:
+        sticky = load(limbs + 8 * i) != 0
+        i += 1
+    m = top >> 11
+    rest = top & 0x7FF
+    if rest > 0x400 or (rest == 0x400 and (sticky or (m & 1))):
+        m += 1
+    shift = length - 53
+    if m == (1 << 53):
+        m = 1 << 52
+        shift += 1
+    if shift + 53 > 1024:  # beyond every double: the conversion gives an infinity
+        if info >> 32:
+            buf_str(b, text("-inf"))
+        else:
+            buf_str(b, text("+inf"))
+        return
+    if c == 70:
+        buf_str(b, text("%F"))
+        return
+    if info >> 32:
+        buf_byte(b, 45)
+    upper = 0
+    if c < 97:
+        upper = 32
+        c += 32
+    buf_reserve(b, _BIG_DIGITS)
+    big_prepare(3 * 40)  # what the decimal conversion of a double's value asks for
+    mark = heap_pointer()
+    value = big_lshift(int_from_magnitude(m, 0), shift)
+    start = load(b + L.BUF_LEN)
+    big_write_decimal(b, value)
+    digits = load(b + L.BUF_DATA) + start
+    count = load(b + L.BUF_LEN) - start
+    if c == 102:  # f
+        heap_release(mark)
+        buf_str(b, text(".000000"))
+        return
+    exponent = count - 1
+    if c == 101:  # e: seven digits, halfway to even on the exact value
+        kept = big_digits_value(digits, 7)
+        last = loadb(digits + 7)
+        if last > 53 or (last == 53 and (big_digits_nonzero(digits + 8, count - 8) or (kept & 1))):
+            kept += 1
+        if kept == 10_000_000:
+            kept = 1_000_000
+            exponent += 1
+        heap_release(mark)
+        store(b + L.BUF_LEN, start)
+        write_mantissa(b, kept, 7)
+        write_exponent(b, exponent, upper)
+        return
+    # g: the fewest digits naming a value that rounds to m * 2**shift (at most 17)
+    gap = big_lshift(3, shift - 1)  # half the gap to the next double up
+    low_gap = gap
+    if m == (1 << 52):
+        low_gap = big_lshift(3, shift - 2)
+    inclusive = (m & 1) == 0
+    keep = 1
+    kept = 0
+    while keep <= 17:
+        unit = big_pow10(count - keep)
+        under = big_mod(value, unit)  # from the digits kept to the value
+        over = big_sub(unit, under)  # from the value to the kept digits plus one
+        low_order = big_compare(under, low_gap)
+        high_order = big_compare(over, gap)
+        low_ok = low_order == 0 - 1 or (inclusive and low_order == 0)
+        high_ok = high_order == 0 - 1 or (inclusive and high_order == 0)
+        if low_ok or high_ok:
+            kept = big_digits_value(digits, keep)
+            if high_ok and (low_ok == 0 or big_compare(over, under) == 0 - 1):
+                kept += 1
+            break
+        keep += 1
+    if kept == power_of_ten(keep):  # the digits plus one carried into a new digit
+        kept = 1
+        exponent += 1
+    heap_release(mark)
+    store(b + L.BUF_LEN, start)
+    kept = strip_zeros(kept)
+    write_mantissa(b, kept, decimal_digits(kept))
+    write_exponent(b, exponent, upper)
+
+
+def big_digits_value(digits: int, n: int) -> int:
+    """The number the first ``n`` decimal digits at ``digits`` spell (``n <= 18``)."""
+    value = 0
+    i = 0
+    while i < n:
+        value = value * 10 + loadb(digits + i) - 48
+        i += 1
+    return value
+
+
+def big_digits_nonzero(digits: int, n: int) -> int:
+    i = 0
+    while i < n:
+        if loadb(digits + i) != 48:
+            return 1
+        i += 1
+    return 0
 
 
 def strip_zeros(n: int) -> int:

@@ -49,6 +49,12 @@ class Global:
         self.value = initial
 
 
+#: Tested alone by ``if FLOATS:``: the guarded statements are compiled only into the
+#: variant of the function that programs using floats link (see
+#: :mod:`kforge.starlark.lowlevel`).
+FLOATS: int = 1
+
+
 def noreturn(function: _F) -> _F:
     """Marks a function that never returns (it ends the machine or unwinds)."""
     return function

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import sar, slt, text
+from kforge.starlark.runtime.floats import OP_ADD, OP_DIV, OP_FLOORDIV, OP_MOD, OP_MUL, OP_SUB
+from kforge.starlark.runtime.intrinsics import FLOATS, sar, slt, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import (
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     )
     from kforge.starlark.runtime.core import error
     from kforge.starlark.runtime.dicts import check_dict_mutable, dict_union, dict_update_from
+    from kforge.starlark.runtime.floats import float_binary, float_negate, floats_involved
     from kforge.starlark.runtime.format import error_with_value
     from kforge.starlark.runtime.interpolate import string_interpolate
     from kforge.starlark.runtime.lists import (
@@ -70,6 +72,8 @@ def add(a: int, b: int) -> int:
             return list_concat(a, b)
         if ta == L.TAG_TUPLE:
             return tuple_concat(a, b)
+    if FLOATS and floats_involved(a, b):
+        return float_binary(OP_ADD, a, b)
     error_binary(text("+"), a, b)
     return 0
 
@@ -97,6 +101,8 @@ def sub(a: int, b: int) -> int:
         if both_small(a, b):
             return int_from_word(sar(a, 1) - sar(b, 1))
         return big_sub(a, b)
+    if FLOATS and floats_involved(a, b):
+        return float_binary(OP_SUB, a, b)
     error_binary(text("-"), a, b)
     return 0
 
@@ -117,6 +123,8 @@ def mul(a: int, b: int) -> int:
         return repeat(b, a, a, b)
     if tb == L.TAG_INT:
         return repeat(a, b, a, b)
+    if FLOATS and floats_involved(a, b):
+        return float_binary(OP_MUL, a, b)
     error_binary(text("*"), a, b)
     return 0
 
@@ -129,6 +137,8 @@ def repeat(sequence: int, count: int, left: int, right: int) -> int:
         return list_repeat(sequence, count)
     if tag == L.TAG_TUPLE:
         return tuple_repeat(sequence, count)
+    if FLOATS and floats_involved(left, right):
+        return float_binary(OP_MUL, left, right)
     error_binary(text("*"), left, right)
     return 0
 
@@ -145,6 +155,8 @@ def floordiv(a: int, b: int) -> int:
         if both_small(a, b):
             return int_from_word(floor_div_words(sar(a, 1), sar(b, 1)))
         return big_floordiv(a, b)
+    if FLOATS and floats_involved(a, b):
+        return float_binary(OP_FLOORDIV, a, b)
     error_binary(text("//"), a, b)
     return 0
 
@@ -162,6 +174,8 @@ def mod(a: int, b: int) -> int:
         return big_mod(a, b)
     if ta == L.TAG_STRING:
         return string_interpolate(a, b)
+    if FLOATS and floats_involved(a, b):
+        return float_binary(OP_MOD, a, b)
     error_binary(text("%"), a, b)
     return 0
 
@@ -186,8 +200,9 @@ def floor_div_words(x: int, y: int) -> int:
 
 
 def truediv(a: int, b: int) -> int:
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        error(text("floating-point division is not supported yet: use // for integer division"), 0)
+    """``a / b``: always a float (only a program with floats divides so)."""
+    if FLOATS and ((tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT) or floats_involved(a, b)):
+        return float_binary(OP_DIV, a, b)
     error_binary(text("/"), a, b)
     return 0
 
@@ -269,12 +284,16 @@ def neg(a: int) -> int:
         return int_from_word(0 - sar(a, 1))
     if tag_of(a) == L.TAG_BIGINT:
         return big_neg(a)
+    if FLOATS and tag_of(a) == L.TAG_FLOAT:
+        return float_negate(a)
     error_unary(text("-"), a)
     return 0
 
 
 def pos(a: int) -> int:
     if tag_of(a) == L.TAG_INT:
+        return a
+    if FLOATS and tag_of(a) == L.TAG_FLOAT:
         return a
     error_unary(text("+"), a)
     return 0

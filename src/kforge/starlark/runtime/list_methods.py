@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import load, slt, store, text
+from kforge.starlark.runtime.intrinsics import FLOATS, load, slt, store, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.builtins_core import check_iterable, int_argument
@@ -68,7 +68,13 @@ def list_index(lst: int, x: int, start: int, end: int) -> int:
         )
     items = load(lst + L.LIST_ITEMS)
     i = first
-    if x & 1:
+    if FLOATS:  # a small int may equal a float, and a float a small int
+        while slt(i, last):
+            y = load(items + 8 * i)
+            if y == x or ((x & y & 1) == 0 and equal_in(y, x, text("index"))):
+                return (i << 1) | 1
+            i += 1
+    elif x & 1:
         while slt(i, last):
             if load(items + 8 * i) == x:
                 return (i << 1) | 1
@@ -158,7 +164,10 @@ def list_remove(lst: int, x: int) -> int:
         y = load(items + 8 * i)
         if y == x and (x & 1):
             break
-        if (y & 1) == 0 and (x & 1) == 0 and equal_in(y, x, text("remove")):
+        if FLOATS:
+            if (x & y & 1) == 0 and equal_in(y, x, text("remove")):
+                break
+        elif (y & 1) == 0 and (x & 1) == 0 and equal_in(y, x, text("remove")):
             break
         i += 1
     if i == n:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
+    FLOATS,
     load,
     loadb,
     noreturn,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.dicts import dict_compact, dict_set
+    from kforge.starlark.runtime.floats import float_to_int, is_float
     from kforge.starlark.runtime.format import error_with_value, write_repr, write_signed, write_str
     from kforge.starlark.runtime.lists import (
         check_list_mutable,
@@ -371,6 +373,13 @@ def contains(container: int, item: int) -> int:
 def items_contain(items: int, n: int, item: int) -> int:
     """1 if one of ``n`` items equals ``item`` (Go's ``Equal``, with its errors)."""
     end = items + 8 * n
+    if FLOATS:  # a small int may equal a float, and a float a small int
+        while items < end:
+            x = load(items)
+            if x == item or ((x & item & 1) == 0 and equal(x, item)):
+                return 1
+            items += 8
+        return 0
     if item & 1:
         while items < end:
             if load(items) == item:
@@ -408,6 +417,10 @@ def bytes_contains(container: int, item: int) -> int:
 
 
 def range_contains(r: int, item: int) -> int:
+    if FLOATS and is_float(item):  # its truncation (Go's NumberToInt); NaN, inf fail
+        truncated = float_to_int(load(item + L.FLOAT_BITS))
+        if truncated != 0:
+            item = truncated
     if (item & 1) == 0:
         if tag_of(item) != L.TAG_INT:
             error_with_type(

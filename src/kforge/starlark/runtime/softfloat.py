@@ -50,8 +50,8 @@ BIAS: Final = 1023
 INTEGRAL: Final = 1075
 _MASK32: Final = 0xFFFFFFFF
 
-#: The low word of the last 128-bit product or square (see ``square_low``).
-_low = Global(__name__)
+#: The low word of the last 128-bit product or square (see ``square_hi``).
+_float_low = Global(__name__)
 
 assert L.SIGN_BIT == SIGN
 
@@ -403,11 +403,11 @@ def f64_sqrt(a: int) -> int:
     n_high = fa >> (64 - shift)
     n_low = fa << shift
     square_high = square_hi(q)
-    if square_high > n_high or (square_high == n_high and _low.value > n_low):
+    if square_high > n_high or (square_high == n_high and _float_low.value > n_low):
         q = q - 1
         square_high = square_hi(q)
     sig = q << 8
-    if square_high != n_high or _low.value != n_low:
+    if square_high != n_high or _float_low.value != n_low:
         sig = sig | 1
     return round_pack(0, sar(ea - BIAS, 1) + BIAS - 1, sig)
 
@@ -426,7 +426,7 @@ def isqrt_word(n: int) -> int:
 
 
 def square_hi(q: int) -> int:
-    """The high word of ``q * q`` for ``q < 2**56``; the low word goes to ``_low``."""
+    """The high word of ``q * q`` for ``q < 2**56``; the low word goes to ``_float_low``."""
     h = q >> 32
     low = q & _MASK32
     cross = h * low
@@ -435,7 +435,7 @@ def square_hi(q: int) -> int:
     hi = h * h + (cross >> 31)
     if lo < l2:
         hi += 1
-    _low.value = lo
+    _float_low.value = lo
     return hi
 
 
@@ -478,13 +478,13 @@ def f64_from_word(n: int) -> int:
 
 
 def f64_from_top(sign: int, top: int, sticky: int, bits: int) -> int:
-    """The double nearest a magnitude of ``bits`` bits (``bits >= 64``) whose top 64 bits
-    are ``top`` (leading one at bit 63) and whose lower bits are non-zero if ``sticky``:
+    """The double nearest ``top * 2**(bits - 64)`` (``top`` with its leading one at bit
+    63, ``bits`` a signed word) plus a fraction of its last bit, non-zero if ``sticky``:
     +-inf when it is too large."""
     sig = shift_right_jam(top, 1)
     if sticky:
         sig = sig | 1
-    if bits > 1024:
+    if slt(1024, bits):
         return sign | INF
     return round_pack(sign, bits + 1021, sig)
 

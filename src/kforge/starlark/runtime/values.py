@@ -9,11 +9,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, load, loadb, noreturn, store, text
+from kforge.starlark.runtime.intrinsics import (
+    FLOATS,
+    Global,
+    load,
+    loadb,
+    noreturn,
+    store,
+    text,
+)
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import mag_compare
     from kforge.starlark.runtime.core import alloc_object, buf_new, buf_str, buf_to_string, error
+    from kforge.starlark.runtime.floats import (
+        float_equal,
+        float_equal_small,
+        float_hash,
+        float_order,
+        floats_involved,
+        is_float,
+    )
 
 
 def tag_of(v: int) -> int:
@@ -222,9 +238,13 @@ def equal(a: int, b: int) -> int:
         if (load(a) & L.TAG_MASK) - L.TAG_LIST >= 3:
             return 1  # the same value, not a container
     elif (a | b) & 1:
+        if FLOATS:
+            return float_equal_small(a, b)
         return 0  # a small int equals only itself: every int that fits is small
     tag = load(a) & L.TAG_MASK
     if tag != (load(b) & L.TAG_MASK):
+        if FLOATS:
+            return float_equal(a, b)
         return 0
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return bytes_equal(a, b)
@@ -239,6 +259,8 @@ def equal(a: int, b: int) -> int:
 def equal_in(a: int, b: int, builtin: int) -> int:
     """``equal`` for a builtin: its error says ``NAME: comparison exceeded ...``."""
     if (a | b) & 1:
+        if FLOATS and a != b:
+            return float_equal_small(a, b)
         return a == b
     result = equal_within(a, b, COMPARE_DEPTH)
     if result == FAILED:
@@ -257,9 +279,13 @@ def equal_within(a: int, b: int, depth: int) -> int:
         if (load(a) & L.TAG_MASK) - L.TAG_LIST >= 3:
             return 1
     elif (a | b) & 1:
+        if FLOATS:
+            return float_equal_small(a, b)
         return 0
     tag = load(a) & L.TAG_MASK
     if tag != (load(b) & L.TAG_MASK):
+        if FLOATS:
+            return float_equal(a, b)
         return 0
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return bytes_equal(a, b)
@@ -295,6 +321,8 @@ def scalars_equal(a: int, b: int, tag: int) -> int:
         if load(a + L.ELEMS_KIND) != load(b + L.ELEMS_KIND):
             return 0
         return bytes_equal(load(a + L.ELEMS_STRING), load(b + L.ELEMS_STRING))
+    if FLOATS and tag == L.TAG_FLOAT:
+        return float_equal(a, b)
     return 0
 
 
@@ -345,6 +373,9 @@ def items_equal(p: int, n: int, q: int, m: int, depth: int) -> int:
         y = load(q + 8 * i)
         if x != y or (x & 1) == 0:
             if (x | y) & 1:
+                if FLOATS and float_equal_small(x, y):
+                    i += 1
+                    continue
                 return 0
             result = equal_within(x, y, depth - 1)
             if result != 1:
@@ -402,6 +433,8 @@ def order_within(a: int, b: int, depth: int) -> int:
     ta = tag_of(a)
     tb = tag_of(b)
     if ta != tb:
+        if FLOATS and floats_involved(a, b):
+            return float_order(a, b)
         return comparison_failed(a, b)
     if ta == L.TAG_STRING or ta == L.TAG_BYTES:
         return bytes_compare(a, b)
@@ -429,6 +462,8 @@ def order_within(a: int, b: int, depth: int) -> int:
         if a == L.FALSE_ADDRESS:
             return 0 - 1
         return 1
+    if FLOATS and ta == L.TAG_FLOAT:
+        return float_order(a, b)
     return comparison_failed(a, b)
 
 
@@ -561,6 +596,8 @@ def hash_key(v: int, builtin: int) -> int:
         if h != 0:
             return h
         return string_hash(v)
+    if FLOATS and tag == L.TAG_FLOAT:
+        return float_hash(v, 0)
     h = hash_object(v)
     if h == 0:
         message = unhashable_message()
@@ -574,6 +611,8 @@ def hash_soft(v: int) -> int:
     """The hash of ``v``, or 0 if it has none."""
     if v & 1:
         return int_hash(v)
+    if FLOATS and is_float(v):
+        return float_hash(v, 0)
     return hash_object(v)
 
 
@@ -608,6 +647,8 @@ def hash_object(v: int) -> int:
         return h | 1
     if tag == L.TAG_BIGINT:
         return big_hash(v) | 1
+    if FLOATS and tag == L.TAG_FLOAT:
+        return float_hash(v, 1)  # as a tuple's item: a small int's word
     _unhashable.value = v
     return 0
 
@@ -740,6 +781,9 @@ def dict_equal(a: int, b: int, depth: int) -> int:
             y = load(other + 16)
             if x != y or (x & 1) == 0:
                 if (x | y) & 1:
+                    if FLOATS and float_equal_small(x, y):
+                        i += 1
+                        continue
                     return 0
                 result = equal_within(x, y, depth - 1)
                 if result != 1:
@@ -779,6 +823,8 @@ def dict_find(d: int, key: int, h: int) -> int:
                         return e
                     if same == FAILED:
                         return LOOKUP_FAILED
+                if FLOATS and (k ^ key) & 1 and k != 0 and float_equal_small(k, key):
+                    return e
             e += L.DICT_ENTRY_SIZE
         return 0
     mask = load(d + L.DICT_MASK)
@@ -799,6 +845,8 @@ def dict_find(d: int, key: int, h: int) -> int:
                     return e
                 if same == FAILED:
                     return LOOKUP_FAILED
+            if FLOATS and (k ^ key) & 1 and k != 0 and float_equal_small(k, key):
+                return e
         perturb = perturb >> 5
         slot = (slot * 5 + 1 + perturb) & mask
 
@@ -809,6 +857,8 @@ def keys_equal(a: int, b: int) -> int:
     reaches ``dict_equal``, which calls ``dict_find``.)"""
     tag = load(a) & L.TAG_MASK
     if tag != (load(b) & L.TAG_MASK):
+        if FLOATS:
+            return float_equal(a, b)
         return 0
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
         return bytes_equal(a, b)
@@ -816,6 +866,8 @@ def keys_equal(a: int, b: int) -> int:
         return tuple_keys_equal(a, b, COMPARE_DEPTH)
     if tag == L.TAG_BIGINT:
         return big_equal(a, b)
+    if FLOATS and tag == L.TAG_FLOAT:
+        return float_equal(a, b)
     return 0
 
 
@@ -835,9 +887,13 @@ def tuple_keys_equal(a: int, b: int, depth: int) -> int:
         i += 1
         if x & 1:
             if x != y:
+                if FLOATS and float_equal_small(x, y):
+                    continue
                 return 0
             continue
         if y & 1:
+            if FLOATS and float_equal_small(x, y):
+                continue
             return 0
         tag = load(x) & L.TAG_MASK
         if tag == L.TAG_TUPLE:
@@ -848,6 +904,8 @@ def tuple_keys_equal(a: int, b: int, depth: int) -> int:
                 return same
         elif x != y:
             if tag != (load(y) & L.TAG_MASK):
+                if FLOATS and float_equal(x, y):
+                    continue
                 return 0
             if tag == L.TAG_STRING or tag == L.TAG_BYTES:
                 if bytes_equal(x, y) == 0:
@@ -856,6 +914,8 @@ def tuple_keys_equal(a: int, b: int, depth: int) -> int:
                 if big_equal(x, y) == 0:
                     return 0
             else:
+                if FLOATS and tag == L.TAG_FLOAT and float_equal(x, y):
+                    continue
                 return 0  # distinct None, bool or functions
     return 1
 

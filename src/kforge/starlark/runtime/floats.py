@@ -1,0 +1,493 @@
+"""Starlark's float type: values, arithmetic with ints and floats, comparison, hashing,
+conversions, and the builtins ``float`` and ``abs`` of a float.
+
+A float is a heap object (:data:`~kforge.starlark.layout.TAG_FLOAT`): a header and
+the 64 bits of an IEEE 754 double, computed by :mod:`kforge.starlark.runtime.softfloat`.
+A float literal is a static object in the data section.
+
+The rules are the Go implementation's: an operation with a float and an int converts
+the int to the nearest float first (an error if it is too large for one); ``/`` always
+gives a float, ``//`` floors the quotient, ``%`` takes the divisor's sign; floats are
+totally ordered with every NaN equal to every other and above +inf, ``-0.0`` equals
+``0.0``, and a float compares with an int exactly (a big int included); a float equal
+to an int hashes as that int.
+
+Only a program that uses floats reaches this code: the shared runtime reaches it from
+``if FLOATS:`` statements only (see :mod:`kforge.starlark.lowlevel`).
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import (
+    heap_limit,
+    heap_pointer,
+    load,
+    sar,
+    set_heap_pointer,
+    slt,
+    store,
+    text,
+)
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.bigint import big_lshift, int_from_word
+    from kforge.starlark.runtime.core import (
+        buf_byte,
+        buf_decimal,
+        buf_new,
+        buf_str,
+        buf_to_string,
+        error,
+        out_of_memory,
+    )
+    from kforge.starlark.runtime.float_text import float_parse
+    from kforge.starlark.runtime.ints import add, floordiv, mod, mul, sub
+    from kforge.starlark.runtime.softfloat import (
+        clz64,
+        f64_add,
+        f64_div,
+        f64_floor,
+        f64_fmod,
+        f64_from_top,
+        f64_from_word,
+        f64_mul,
+        f64_order,
+        f64_sub,
+        f64_trunc,
+        is_nan,
+    )
+    from kforge.starlark.runtime.values import error_with_type, int_hash, mix, tag_of
+
+SIGN: Final = 1 << 63
+INF: Final = 0x7FF0000000000000
+#: The biased exponent of 2**62: a float below it in magnitude truncates to a small int.
+_SMALL_EXPONENT: Final = 1023 + 62
+#: What every NaN and infinity hashes to (Go's constant).
+_NONFINITE_HASH: Final = 1618033
+
+#: The binary operations of ``float_binary``.
+OP_ADD: Final = 0
+OP_SUB: Final = 1
+OP_MUL: Final = 2
+OP_DIV: Final = 3
+OP_FLOORDIV: Final = 4
+OP_MOD: Final = 5
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def float_new(bits: int) -> int:
+    """A new float object holding ``bits`` (the allocation written out: floats are made
+    by every operation)."""
+    p = heap_pointer()
+    if heap_limit() - p < L.FLOAT_SIZE:
+        out_of_memory()
+    set_heap_pointer(p + L.FLOAT_SIZE)
+    store(p, L.TAG_FLOAT)
+    store(p + L.FLOAT_BITS, bits)
+    return p
+
+
+def is_float(v: int) -> int:
+    if v & 1:
+        return 0
+    return (load(v) & L.TAG_MASK) == L.TAG_FLOAT
+
+
+def floats_involved(a: int, b: int) -> int:
+    """1 if one operand is a float and the other a float or an int (an arithmetic
+    operation the float rules decide); 0 for anything else, which has its own rules or
+    errors."""
+    ta = tag_of(a)
+    tb = tag_of(b)
+    if ta == L.TAG_FLOAT:
+        return tb == L.TAG_FLOAT or tb == L.TAG_INT
+    if tb == L.TAG_FLOAT:
+        return ta == L.TAG_INT
+    return 0
+
+
+# -- ints as floats ---------------------------------------------------------------------------
+
+
+def int_to_bits(v: int) -> int:
+    """The double nearest the int ``v`` (+-inf when it is too large for one)."""
+    if v & 1:
+        return f64_from_word(sar(v, 1))
+    return big_to_bits(v, 0, 0)
+
+
+def big_to_bits(v: int, scale: int, sticky: int) -> int:
+    """The double nearest ``v * 2**scale`` for a big int ``v`` (``scale`` a signed word),
+    with ``sticky`` saying whether a non-zero fraction lies below ``v`` 's last bit."""
+    info = load(v + L.BIGINT_INFO)
+    count = info & L.LIMB_MASK
+    limbs = v + L.BIGINT_LIMBS
+    # the top 64 bits of the magnitude, from its top three limbs (a big int has two at
+    # least), and whether any bit below them is set
+    top = (load(limbs + 8 * count - 8) << 32) | load(limbs + 8 * count - 16)
+    shift = clz64(top)
+    bits = 32 * count - shift
+    below = count - 2
+    if shift != 0 and below > 0:
+        low = load(limbs + 8 * below - 8)
+        top = (top << shift) | (low >> (32 - shift))
+        if (low << (32 + shift)) != 0:
+            sticky = 1
+        below -= 1
+    else:
+        top = top << shift
+    while below > 0 and sticky == 0:
+        below -= 1
+        sticky = load(limbs + 8 * below) != 0
+    return f64_from_top((info >> 32) << 63, top, sticky, bits + scale)
+
+
+def finite_bits(v: int) -> int:
+    """The bits of a float, or of the float an int converts to (the arithmetic's
+    operand): an error if the int is too large for a finite float."""
+    if v & 1:
+        return f64_from_word(sar(v, 1))
+    if (load(v) & L.TAG_MASK) == L.TAG_FLOAT:
+        return load(v + L.FLOAT_BITS)
+    bits = int_to_bits(v)
+    if (bits << 1) == (INF << 1):
+        error(text("int too large to convert to float"), 0)
+    return bits
+
+
+def float_to_int(bits: int) -> int:
+    """The int a finite double truncates to, or 0 (no value) for a NaN or an infinity."""
+    e = (bits >> 52) & 0x7FF
+    if e < 1023:
+        return 1  # the word of 0
+    if e == 0x7FF:
+        return 0
+    m = (bits & ((1 << 52) - 1)) | (1 << 52)
+    shift = e - 1075
+    if slt(shift, 0):
+        m = m >> (0 - shift)
+    elif shift <= 9:
+        m = m << shift
+    else:
+        if bits >= SIGN:
+            return big_lshift(int_from_word(0 - m), shift)
+        return big_lshift(int_from_word(m), shift)
+    if bits >= SIGN:
+        return ((0 - m) << 1) | 1
+    return (m << 1) | 1
+
+
+def nonfinite_name(bits: int) -> int:
+    """How Go's errors name a NaN or an infinity that cannot become an int."""
+    if is_nan(bits):
+        return text("NaN")
+    return text("infinity")
+
+
+def float_int_value(v: int, prefix: int, builtin: int) -> int:
+    """The int the float ``v`` truncates to; for a NaN or an infinity, the error
+    ``PREFIXcannot convert float NaN to integer`` (``builtin`` names the builtin)."""
+    bits = load(v + L.FLOAT_BITS)
+    result = float_to_int(bits)
+    if result == 0:
+        b = buf_new(64)
+        buf_str(b, prefix)
+        buf_str(b, text("cannot convert float "))
+        buf_str(b, nonfinite_name(bits))
+        buf_str(b, text(" to integer"))
+        error(buf_to_string(b, L.TAG_STRING), builtin)
+    return result
+
+
+def float_conversion_int(c: int, v: int) -> int:
+    """``%d`` (``%i %o %x %X``, letter ``c``) of a float: the int it truncates to."""
+    bits = load(v + L.FLOAT_BITS)
+    result = float_to_int(bits)
+    if result == 0:
+        b = buf_new(64)
+        buf_byte(b, 37)
+        buf_byte(b, c)
+        buf_str(b, text(" format requires integer: cannot convert float "))
+        buf_str(b, nonfinite_name(bits))
+        buf_str(b, text(" to integer"))
+        error(buf_to_string(b, L.TAG_STRING), 0)
+    return result
+
+
+# -- arithmetic ---------------------------------------------------------------------------------
+
+
+def float_binary(op: int, a: int, b: int) -> int:
+    """``a op b`` (``OP_*``) for two numbers at least one of which is a float."""
+    x = finite_bits(a)
+    y = finite_bits(b)
+    if op == OP_ADD:
+        return float_new(f64_add(x, y))
+    if op == OP_SUB:
+        return float_new(f64_sub(x, y))
+    if op == OP_MUL:
+        return float_new(f64_mul(x, y))
+    zero = (y << 1) == 0
+    if op == OP_DIV:
+        if zero:
+            error(text("floating-point division by zero"), 0)
+        return float_new(f64_div(x, y))
+    if op == OP_FLOORDIV:
+        if zero:
+            error(text("floored division by zero"), 0)
+        return float_new(f64_floor(f64_div(x, y)))
+    if zero:
+        error(text("floating-point modulo by zero"), 0)
+    return float_new(float_mod_bits(x, y))
+
+
+def float_mod_bits(x: int, y: int) -> int:
+    """Starlark's ``x % y``: the remainder takes the divisor's sign (Go's ``Float.Mod``:
+    ``math.Mod``, then the divisor added when the signs differ and it is not zero)."""
+    z = f64_fmod(x, y)
+    x_negative = x >= SIGN and (x << 1) != 0 and is_nan(x) == 0
+    y_negative = y >= SIGN and (y << 1) != 0 and is_nan(y) == 0
+    if x_negative != y_negative and (z << 1) != 0:
+        z = f64_add(z, y)
+    return z
+
+
+def float_negate(a: int) -> int:
+    return float_new(load(a + L.FLOAT_BITS) ^ SIGN)
+
+
+def float_abs(a: int) -> int:
+    bits = load(a + L.FLOAT_BITS)
+    if bits < SIGN:
+        return a
+    return float_new(bits ^ SIGN)
+
+
+# The operators as programs with floats call them: floats first, then the int rules.
+
+
+def number_add(a: int, b: int) -> int:
+    if is_float(a) and is_float(b):
+        return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    return add(a, b)
+
+
+def number_sub(a: int, b: int) -> int:
+    if is_float(a) and is_float(b):
+        return float_new(f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    return sub(a, b)
+
+
+def number_mul(a: int, b: int) -> int:
+    if is_float(a) and is_float(b):
+        return float_new(f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    return mul(a, b)
+
+
+def number_floordiv(a: int, b: int) -> int:
+    if floats_involved(a, b):
+        return float_binary(OP_FLOORDIV, a, b)
+    return floordiv(a, b)
+
+
+def number_mod(a: int, b: int) -> int:
+    if floats_involved(a, b):
+        return float_binary(OP_MOD, a, b)
+    return mod(a, b)
+
+
+# -- comparison -----------------------------------------------------------------------------------
+
+
+def float_order(a: int, b: int) -> int:
+    """-1, 0 or 1 for two numbers at least one of which is a float, exactly (an int is
+    not rounded to a float to be compared)."""
+    if a & 1 or (load(a) & L.TAG_MASK) != L.TAG_FLOAT:
+        return int_float_order(a, load(b + L.FLOAT_BITS))
+    if b & 1 or (load(b) & L.TAG_MASK) != L.TAG_FLOAT:
+        return 0 - int_float_order(b, load(a + L.FLOAT_BITS))
+    return f64_order(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+
+
+def float_equal_small(a: int, b: int) -> int:
+    """1 if of two different words, one a small int, the other is a float equal to it."""
+    other = a
+    if a & 1:
+        other = b
+    if other & 1 or (load(other) & L.TAG_MASK) != L.TAG_FLOAT:
+        return 0
+    return float_order(a, b) == 0
+
+
+def float_equal(a: int, b: int) -> int:
+    """1 if two values, one of them a float, are equal numbers; 0 otherwise (a float
+    equals no value of another type than int)."""
+    if is_number(a) == 0 or is_number(b) == 0:
+        return 0
+    return float_order(a, b) == 0
+
+
+def is_number(v: int) -> int:
+    if v & 1:
+        return 1
+    tag = load(v) & L.TAG_MASK
+    return tag == L.TAG_FLOAT or tag == L.TAG_BIGINT
+
+
+def int_float_order(v: int, x: int) -> int:
+    """-1, 0 or 1 as the int ``v`` is below, equal to or above the double ``x``."""
+    if is_nan(x):
+        return 0 - 1  # a NaN is above every int
+    if (x << 1) == (INF << 1):
+        if x < SIGN:
+            return 0 - 1
+        return 1
+    t = f64_trunc(x)
+    order = int_integral_order(v, t)
+    if order != 0 or t == x:
+        return order
+    if x < SIGN:  # x = t plus a fraction of x's sign
+        return 0 - 1
+    return 1
+
+
+def int_integral_order(v: int, t: int) -> int:
+    """-1, 0 or 1 for the int ``v`` and the integral finite double ``t``."""
+    e = (t >> 52) & 0x7FF
+    if e < _SMALL_EXPONENT:  # |t| < 2**62: a signed word
+        if (v & 1) == 0:  # a big int is beyond every word this small
+            if (load(v + L.BIGINT_INFO) >> 32) != 0:
+                return 0 - 1
+            return 1
+        w = sar(float_to_int(t), 1)
+        n = sar(v, 1)
+        if n == w:
+            return 0
+        if slt(n, w):
+            return 0 - 1
+        return 1
+    # |t| = m << shift, 2**62 or more: beyond every small int but -2**62
+    t_negative = t >= SIGN
+    if v & 1:
+        if t == 0xC3D0000000000000 and v == L.SIGN_BIT | 1:  # both -2**62
+            return 0
+        if t_negative:
+            return 1
+        return 0 - 1
+    info = load(v + L.BIGINT_INFO)
+    v_negative = (info >> 32) != 0
+    if v_negative != t_negative:
+        if v_negative:
+            return 0 - 1
+        return 1
+    order = magnitude_order(v, (t & ((1 << 52) - 1)) | (1 << 52), e - 1075)
+    if v_negative:
+        return 0 - order
+    return order
+
+
+def magnitude_order(v: int, m: int, shift: int) -> int:
+    """-1, 0 or 1 as the magnitude of the big int ``v`` is below, equal to or above
+    ``m << shift`` (``m`` of 53 bits), limb by limb without making that int."""
+    count = load(v + L.BIGINT_INFO) & L.LIMB_MASK
+    limbs = v + L.BIGINT_LIMBS
+    length = 32 * count - clz64(load(limbs + 8 * count - 8) << 32)
+    if length != 53 + shift:
+        if length < 53 + shift:
+            return 0 - 1
+        return 1
+    i = count
+    while i > 0:
+        i -= 1
+        x = load(limbs + 8 * i)
+        y = shifted_limb(m, shift, i)
+        if x != y:
+            if x < y:
+                return 0 - 1
+            return 1
+    return 0
+
+
+def shifted_limb(m: int, shift: int, i: int) -> int:
+    """Limb ``i`` (32 bits) of ``m << shift``."""
+    offset = 32 * i - shift
+    if slt(offset, 0):
+        if slt(offset, 0 - 31):
+            return 0
+        return (m << (0 - offset)) & 0xFFFFFFFF
+    if offset >= 64:
+        return 0
+    return (m >> offset) & 0xFFFFFFFF
+
+
+# -- hashing ----------------------------------------------------------------------------------------
+
+
+def float_hash(v: int, item: int) -> int:
+    """The hash of a float: an integral one hashes as the equal int, which is
+    ``int_hash`` of a small int's word for a dict key but the word itself inside a
+    tuple's hash (``item``), as ``hash_object`` mixes small ints in."""
+    x = load(v + L.FLOAT_BITS)
+    if ((x >> 52) & 0x7FF) == 0x7FF:
+        return _NONFINITE_HASH
+    if f64_trunc(x) != x:
+        return mix(x) | 1
+    if ((x >> 52) & 0x7FF) < _SMALL_EXPONENT or x == 0xC3D0000000000000:  # -2**62
+        w = float_to_int(x)
+        if item:
+            return w
+        return int_hash(w)
+    # as big_hash hashes the equal big int: its info word, then its limbs
+    shift = ((x >> 52) & 0x7FF) - 1075
+    m = (x & ((1 << 52) - 1)) | (1 << 52)
+    count = (53 + shift + 31) >> 5
+    h = mix(((x >> 63) << 32) | count)
+    i = 0
+    while i < count:
+        h = mix(h ^ shifted_limb(m, shift, i))
+        i += 1
+    return h | 1
+
+
+# -- the builtin float ------------------------------------------------------------------------------
+
+
+def builtin_float(args: int, kwargs: int) -> int:
+    """``float(x)``: 0.0 without ``x``; a bool, an int (the nearest float: an error if
+    too large), a float, or a string as Go's ``strconv.ParseFloat`` reads one, with
+    Go's ``inf``/``infinity``/``nan`` spellings.  Go's own argument messages."""
+    if kwargs != 0 and load(kwargs + L.DICT_LEN) != 0:
+        error(text("float does not accept keyword arguments"), text("float"))
+    n = load(args + L.TUPLE_LEN)
+    if n == 0:
+        return float_new(0)
+    if n != 1:
+        b = buf_new(48)
+        buf_str(b, text("float got "))
+        buf_decimal(b, n)
+        buf_str(b, text(" arguments, wants 1"))
+        error(buf_to_string(b, L.TAG_STRING), text("float"))
+    x = load(args + L.TUPLE_ITEMS)
+    if x == L.TRUE_ADDRESS:
+        return float_new(0x3FF0000000000000)
+    if x == L.FALSE_ADDRESS:
+        return float_new(0)
+    tag = tag_of(x)
+    if tag == L.TAG_INT:
+        bits = int_to_bits(x)
+        if (bits << 1) == (INF << 1):
+            error(text("int too large to convert to float"), text("float"))
+        return float_new(bits)
+    if tag == L.TAG_FLOAT:
+        return x
+    if tag == L.TAG_STRING:
+        return float_new(float_parse(x))
+    error_with_type(text("float got "), x, text(", want number or string"), text("float"))
+    return 0
