@@ -68,6 +68,9 @@ _BINARY_SYMBOL: Final = {
 #: Comparison operators as the runtime's ``compare`` numbers them.
 _ORDER: Final = {ast.Lt: 0, ast.LtE: 1, ast.Gt: 2, ast.GtE: 3}
 _SIGNED_COND: Final = {ast.Lt: "SLT", ast.LtE: "SLE", ast.Gt: "SGT", ast.GtE: "SGE"}
+#: The operators whose runtime function has a ``number_`` version that programs with
+#: floats call instead: two floats first, anything else as before.
+FLOAT_FIRST: Final = frozenset({"add", "inplace_add", "sub", "mul", "truediv"})
 
 
 def word_of_int(value: int) -> int | None:
@@ -1076,7 +1079,18 @@ class FunctionCompiler:
             return self.divide_by_constant(op, left, right, right_constant)
         if op == "bitor" and in_place:
             return self.rt("inplace_bitor", left, right)
-        return self.rt(op, left, right)
+        return self.arithmetic_call(op, left, right)
+
+    def arithmetic_call(self, name: str, left: int, right: int) -> int:
+        """The runtime's ``name`` for ``left op right``; in a program with floats, its
+        ``number_`` version where there is one, which tries two floats first."""
+        result = self.rt(name, left, right)
+        if name in FLOAT_FIRST:
+            call = self.b.block.insns[-1]
+            self.state.float_patches.append(
+                partial(setattr, call, "ref", CodeRef(f"number_{name}"))
+            )
+        return result
 
     def small_tags(
         self, left: int, right: int, left_constant: int | None, right_constant: int | None
@@ -1119,7 +1133,7 @@ class FunctionCompiler:
         b.mov(value, dst=result)
         b.jmp(done)
         b.set_block(slow)
-        b.mov(self.rt(slow_name, left, right), dst=result)
+        b.mov(self.arithmetic_call(slow_name, left, right), dst=result)
         b.jmp(done)
         b.set_block(done)
         return result
@@ -1149,7 +1163,7 @@ class FunctionCompiler:
         b.op("ADD", product, ONE, dst=result)
         b.jmp(done)
         b.set_block(slow)
-        b.mov(self.rt("mul", left, right), dst=result)
+        b.mov(self.arithmetic_call("mul", left, right), dst=result)
         b.jmp(done)
         b.set_block(done)
         return result

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
         out_of_memory,
     )
     from kforge.starlark.runtime.float_text import float_parse
-    from kforge.starlark.runtime.ints import add, floordiv, mod, mul, sub
+    from kforge.starlark.runtime.ints import add, inplace_add, mul, sub, truediv
     from kforge.starlark.runtime.softfloat import (
         clz64,
         f64_add,
@@ -69,6 +69,9 @@ INF: Final = 0x7FF0000000000000
 _SMALL_EXPONENT: Final = 1023 + 62
 #: What every NaN and infinity hashes to (Go's constant).
 _NONFINITE_HASH: Final = 1618033
+
+_MASK: Final = L.TAG_MASK
+_FLOAT: Final = L.TAG_FLOAT
 
 #: The binary operations of ``float_binary``.
 OP_ADD: Final = 0
@@ -95,17 +98,15 @@ def float_new(bits: int) -> int:
 
 
 def is_float(v: int) -> int:
-    if v & 1:
-        return 0
-    return (load(v) & L.TAG_MASK) == L.TAG_FLOAT
+    return (v & 1) == 0 and (load(v) & L.TAG_MASK) == L.TAG_FLOAT
 
 
 def floats_involved(a: int, b: int) -> int:
     """1 if one operand is a float and the other a float or an int (an arithmetic
     operation the float rules decide); 0 for anything else, which has its own rules or
-    errors."""
-    ta = tag_of(a)
-    tb = tag_of(b)
+    errors.  (Called first by every arithmetic operator in a program with floats.)"""
+    ta = L.TAG_INT if a & 1 else load(a) & L.TAG_MASK
+    tb = L.TAG_INT if b & 1 else load(b) & L.TAG_MASK
     if ta == L.TAG_FLOAT:
         return tb == L.TAG_FLOAT or tb == L.TAG_INT
     if tb == L.TAG_FLOAT:
@@ -124,8 +125,16 @@ def int_to_bits(v: int) -> int:
 
 
 def big_to_bits(v: int, scale: int, sticky: int) -> int:
-    """The double nearest ``v * 2**scale`` for a big int ``v`` (``scale`` a signed word),
-    with ``sticky`` saying whether a non-zero fraction lies below ``v`` 's last bit."""
+    """The double nearest ``v * 2**scale`` for a non-zero int ``v`` of either kind
+    (``scale`` a signed word), with ``sticky`` saying whether a non-zero fraction lies
+    below ``v`` 's last bit."""
+    if v & 1:
+        n = sar(v, 1)
+        sign = n & SIGN
+        if sign:
+            n = 0 - n
+        shift = clz64(n)
+        return f64_from_top(sign, n << shift, sticky, 64 - shift + scale)
     info = load(v + L.BIGINT_INFO)
     count = info & L.LIMB_MASK
     limbs = v + L.BIGINT_LIMBS
@@ -226,14 +235,21 @@ def float_conversion_int(c: int, v: int) -> int:
 
 def float_binary(op: int, a: int, b: int) -> int:
     """``a op b`` (``OP_*``) for two numbers at least one of which is a float."""
-    x = finite_bits(a)
-    y = finite_bits(b)
+    # the operands' bits, a float's read in place (the common case: no call)
+    if (a & 1) == 0 and (load(a) & L.TAG_MASK) == L.TAG_FLOAT:
+        x = load(a + L.FLOAT_BITS)
+    else:
+        x = finite_bits(a)
+    if (b & 1) == 0 and (load(b) & L.TAG_MASK) == L.TAG_FLOAT:
+        y = load(b + L.FLOAT_BITS)
+    else:
+        y = finite_bits(b)
+    if op == OP_MUL:
+        return float_new(f64_mul(x, y))
     if op == OP_ADD:
         return float_new(f64_add(x, y))
     if op == OP_SUB:
         return float_new(f64_sub(x, y))
-    if op == OP_MUL:
-        return float_new(f64_mul(x, y))
     zero = (y << 1) == 0
     if op == OP_DIV:
         if zero:
@@ -270,37 +286,43 @@ def float_abs(a: int) -> int:
     return float_new(bits ^ SIGN)
 
 
-# The operators as programs with floats call them: floats first, then the int rules.
+# The operators as the compiled code of a program with floats calls them (when its
+# inline small-int paths do not apply): two floats first, anything else as before.
 
 
 def number_add(a: int, b: int) -> int:
-    if is_float(a) and is_float(b):
+    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
         return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
     return add(a, b)
 
 
+def number_inplace_add(a: int, b: int) -> int:
+    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
+        return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    return inplace_add(a, b)
+
+
 def number_sub(a: int, b: int) -> int:
-    if is_float(a) and is_float(b):
+    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
         return float_new(f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
     return sub(a, b)
 
 
 def number_mul(a: int, b: int) -> int:
-    if is_float(a) and is_float(b):
+    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
         return float_new(f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
     return mul(a, b)
 
 
-def number_floordiv(a: int, b: int) -> int:
-    if floats_involved(a, b):
-        return float_binary(OP_FLOORDIV, a, b)
-    return floordiv(a, b)
-
-
-def number_mod(a: int, b: int) -> int:
-    if floats_involved(a, b):
-        return float_binary(OP_MOD, a, b)
-    return mod(a, b)
+def number_truediv(a: int, b: int) -> int:
+    if (
+        ((a | b) & 1) == 0
+        and (load(a) & _MASK) == _FLOAT
+        and (load(b) & _MASK) == _FLOAT
+        and (load(b + L.FLOAT_BITS) << 1) != 0
+    ):
+        return float_new(f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    return truediv(a, b)
 
 
 # -- comparison -----------------------------------------------------------------------------------

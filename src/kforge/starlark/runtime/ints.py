@@ -35,7 +35,11 @@ if TYPE_CHECKING:
     )
     from kforge.starlark.runtime.core import error
     from kforge.starlark.runtime.dicts import check_dict_mutable, dict_union, dict_update_from
-    from kforge.starlark.runtime.floats import float_binary, float_negate, floats_involved
+    from kforge.starlark.runtime.floats import (
+        float_binary,
+        float_negate,
+        floats_involved,
+    )
     from kforge.starlark.runtime.format import error_with_value
     from kforge.starlark.runtime.interpolate import string_interpolate
     from kforge.starlark.runtime.lists import (
@@ -58,7 +62,9 @@ def both_small(a: int, b: int) -> int:
 
 
 def add(a: int, b: int) -> int:
-    """``a + b``: ints, str, bytes, list, tuple."""
+    """``a + b``: ints, str, bytes, list, tuple (and floats)."""
+    if FLOATS and floats_involved(a, b):  # a float and a number: floats first
+        return float_binary(OP_ADD, a, b)
     ta = tag_of(a)
     tb = tag_of(b)
     if ta == L.TAG_INT and tb == L.TAG_INT:
@@ -72,8 +78,6 @@ def add(a: int, b: int) -> int:
             return list_concat(a, b)
         if ta == L.TAG_TUPLE:
             return tuple_concat(a, b)
-    if FLOATS and floats_involved(a, b):
-        return float_binary(OP_ADD, a, b)
     error_binary(text("+"), a, b)
     return 0
 
@@ -97,18 +101,20 @@ def inplace_bitor(a: int, b: int) -> int:
 
 
 def sub(a: int, b: int) -> int:
+    if FLOATS and floats_involved(a, b):  # a float and a number: floats first
+        return float_binary(OP_SUB, a, b)
     if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
         if both_small(a, b):
             return int_from_word(sar(a, 1) - sar(b, 1))
         return big_sub(a, b)
-    if FLOATS and floats_involved(a, b):
-        return float_binary(OP_SUB, a, b)
     error_binary(text("-"), a, b)
     return 0
 
 
 def mul(a: int, b: int) -> int:
-    """``a * b``: ints; a str, bytes, list or tuple repeated by an int."""
+    """``a * b``: ints; a str, bytes, list or tuple repeated by an int (and floats)."""
+    if FLOATS and floats_involved(a, b):  # a float and a number: floats first
+        return float_binary(OP_MUL, a, b)
     ta = tag_of(a)
     tb = tag_of(b)
     if ta == L.TAG_INT and tb == L.TAG_INT:
@@ -123,8 +129,6 @@ def mul(a: int, b: int) -> int:
         return repeat(b, a, a, b)
     if tb == L.TAG_INT:
         return repeat(a, b, a, b)
-    if FLOATS and floats_involved(a, b):
-        return float_binary(OP_MUL, a, b)
     error_binary(text("*"), a, b)
     return 0
 
@@ -137,8 +141,6 @@ def repeat(sequence: int, count: int, left: int, right: int) -> int:
         return list_repeat(sequence, count)
     if tag == L.TAG_TUPLE:
         return tuple_repeat(sequence, count)
-    if FLOATS and floats_involved(left, right):
-        return float_binary(OP_MUL, left, right)
     error_binary(text("*"), left, right)
     return 0
 
@@ -149,20 +151,22 @@ def small_word(n: int) -> int:
 
 
 def floordiv(a: int, b: int) -> int:
+    if FLOATS and floats_involved(a, b):  # a float and a number: floats first
+        return float_binary(OP_FLOORDIV, a, b)
     if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
         if b == 1:
             error(text("floored division by zero"), 0)
         if both_small(a, b):
             return int_from_word(floor_div_words(sar(a, 1), sar(b, 1)))
         return big_floordiv(a, b)
-    if FLOATS and floats_involved(a, b):
-        return float_binary(OP_FLOORDIV, a, b)
     error_binary(text("//"), a, b)
     return 0
 
 
 def mod(a: int, b: int) -> int:
     """``a % b``: the floored remainder of ints, or ``str % args`` formatting."""
+    if FLOATS and floats_involved(a, b):  # a float and a number: floats first
+        return float_binary(OP_MOD, a, b)
     ta = tag_of(a)
     if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
         if b == 1:
@@ -174,8 +178,6 @@ def mod(a: int, b: int) -> int:
         return big_mod(a, b)
     if ta == L.TAG_STRING:
         return string_interpolate(a, b)
-    if FLOATS and floats_involved(a, b):
-        return float_binary(OP_MOD, a, b)
     error_binary(text("%"), a, b)
     return 0
 

@@ -205,12 +205,25 @@ def add_magnitudes(a: int, b: int, ea: int, eb: int) -> int:
     # its fraction is doubled instead of shifting one place less)
     if eb == 0:
         small = shift_right_jam(fb << 10, ea)
+    elif ea - eb < 64:  # shift_right_jam written out
+        aligned = (fb | HIDDEN) << 9
+        small = aligned >> (ea - eb)
+        if (aligned << (64 - ea + eb)) != 0:
+            small = small | 1
     else:
-        small = shift_right_jam((fb | HIDDEN) << 9, ea - eb)
+        small = 1
     sig = ((fa | HIDDEN) << 9) + small
+    exp = ea
     if sig < (1 << 62):
-        return round_pack(sign, ea - 1, sig << 1)
-    return round_pack(sign, ea, sig)
+        exp = ea - 1
+        sig = sig << 1
+    if exp < 0x7FD:  # cannot overflow: round here (see round_pack)
+        rest = sig & 0x3FF
+        sig = (sig + 0x200) >> 10
+        if rest == 0x200:
+            sig = sig & ~1
+        return sign + (exp << 52) + sig
+    return round_pack(sign, exp, sig)
 
 
 def subtract_magnitudes(a: int, b: int, ea: int, eb: int) -> int:
@@ -278,22 +291,32 @@ def f64_mul(a: int, b: int) -> int:
     # the 128-bit product of fa << 10 (leading one at bit 62) and fb << 11 (at 63),
     # from four products of 32-bit halves; only its high word and whether its low
     # word is zero matter
+    # (constants in locals: the machine has no immediate operands)
+    half = 32
+    low_half = _MASK32
     x = fa << 10
     y = fb << 11
-    x1 = x >> 32
-    x0 = x & _MASK32
-    y1 = y >> 32
-    y0 = y & _MASK32
+    x1 = x >> half
+    x0 = x & low_half
+    y1 = y >> half
+    y0 = y & low_half
     p00 = x0 * y0
     p01 = x0 * y1
     p10 = x1 * y0
-    middle = (p00 >> 32) + (p01 & _MASK32) + (p10 & _MASK32)
-    high = x1 * y1 + (p01 >> 32) + (p10 >> 32) + (middle >> 32)
-    if ((middle | p00) << 32) != 0:
+    middle = (p00 >> half) + (p01 & low_half) + (p10 & low_half)
+    high = x1 * y1 + (p01 >> half) + (p10 >> half) + (middle >> half)
+    if ((middle | p00) << half) != 0:
         high = high | 1
     exp = ea + eb - BIAS
     if high < (1 << 62):
-        return round_pack(sign, exp - 1, high << 1)
+        exp = exp - 1
+        high = high << 1
+    if exp < 0x7FD:  # a normal result that cannot overflow: round here (see round_pack)
+        rest = high & 0x3FF
+        high = (high + 0x200) >> 10
+        if rest == 0x200:
+            high = high & ~1
+        return sign + (exp << 52) + high
     return round_pack(sign, exp, high)
 
 
@@ -340,27 +363,28 @@ def f64_div(a: int, b: int) -> int:
         exp = exp - 1
     # long division, eleven quotient bits at a time: the remainder is below the 53-bit
     # divisor, so eleven more bits still fit a word
-    r = fa - fb
-    q = 1
-    r = r << 11
-    q = (q << 11) | (r // fb)
-    r = r % fb
-    r = r << 11
-    q = (q << 11) | (r // fb)
-    r = r % fb
-    r = r << 11
-    q = (q << 11) | (r // fb)
-    r = r % fb
-    r = r << 11
-    q = (q << 11) | (r // fb)
-    r = r % fb
-    r = r << 11
-    q = (q << 11) | (r // fb)
+    step = 11
+    r = (fa - fb) << step
+    q = (1 << 11) | (r // fb)  # the leading one, then eleven bits
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
     r = r % fb
     # q has its leading one at bit 55
     q = q << 7
     if r != 0:
         q = q | 1
+    if exp < 0x7FD:  # a normal result that cannot overflow: round here (see round_pack)
+        rest = q & 0x3FF
+        q = (q + 0x200) >> 10
+        if rest == 0x200:
+            q = q & ~1
+        return sign + (exp << 52) + q
     return round_pack(sign, exp, q)
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         floats_involved,
         is_float,
     )
+    from kforge.starlark.runtime.softfloat import f64_order
 
 
 def tag_of(v: int) -> int:
@@ -399,7 +400,10 @@ def range_equal(a: int, b: int) -> int:
 
 def compare(a: int, b: int, op: int) -> int:
     """``a < b`` (op 0), ``<=`` (1), ``>`` (2), ``>=`` (3): 1 or 0."""
-    order = three_way(a, b, op)
+    if FLOATS and is_float(a) and is_float(b):  # two floats come first
+        order = f64_order(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+    else:
+        order = three_way(a, b, op)
     if op == 0:
         return order == 0 - 1
     if op == 1:
