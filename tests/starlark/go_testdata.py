@@ -7,8 +7,8 @@ whose message matches the (Go, RE2) pattern; any other error fails the chunk.  C
 load ``assert.star`` (ours, beside this file, with ``regexp.star``) and report a
 failed assertion through ``error()``, on stderr.
 
-Out of scope: whole files about sets, json, time, proto and math; chunks that load
-those modules or use the Go-only ``option:loadbindsglobally``; and, inside the other
+Out of scope: whole files about sets, json, time and proto; chunks that load those
+modules or use the Go-only ``option:loadbindsglobally``; and, inside the other
 chunks, each top-level statement that uses sets or the Go harness's own
 ``struct``/``hasfields``/``fibonacci`` (blanked out, line numbers kept, together with
 every later statement that uses a name it bound).  Each is listed with its reason.  ``option:while``,
@@ -63,7 +63,6 @@ OUT_OF_SCOPE_FILES = {
     "json": "the json module is not provided",
     "time": "the time module is not provided",
     "proto": "the proto module is not provided",
-    "math": "the math module is not provided (and is about floats)",
 }
 
 _STRINGS_AND_COMMENTS = re.compile(
@@ -72,7 +71,7 @@ _STRINGS_AND_COMMENTS = re.compile(
 #: Reasons a whole chunk is out of scope (the file-level ones aside).
 _CHUNK_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("uses the Go-only option:loadbindsglobally", re.compile(r"option:loadbindsglobally")),
-    ("loads json, time, proto or math", re.compile(r"load\(\s*[\"'](json|time|proto|math)\.star")),
+    ("loads json, time or proto", re.compile(r"load\(\s*[\"'](json|time|proto)\.star")),
     (
         "uses a loaded name above its load (with global reassignment, as here, top-level "
         "names resolve where they stand: undefined)",
@@ -95,6 +94,7 @@ _STATEMENT_RULES: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 _WANT_ERROR = re.compile(r"###\s*(.*)$")
+_MATH_LOAD = re.compile(r"""^load\(\s*["']math\.star["']\s*,\s*["']math["']\s*\)""", re.M)
 ASSERTIONS = ("eq", "ne", "true", "lt", "contains", "fails")
 _ASSERT_CALL = re.compile(r"\bassert\.(eq|ne|true|lt|contains|fails|fail)\(")
 
@@ -128,11 +128,12 @@ class Chunk:
 
     @property
     def scoped_source(self) -> str:
-        """The source with its out-of-scope statements blanked (line numbers kept)."""
+        """The source with its out-of-scope statements blanked (line numbers kept), and
+        its load of the Go harness's ``math.star`` too: kforge predeclares ``math``."""
         lines = self.source.split("\n")
         for first, last, _reason in self.removed_statements():
             lines[first - 1 : last] = [""] * (last - first + 1)
-        return "\n".join(lines)
+        return _MATH_LOAD.sub("", "\n".join(lines))
 
     @property
     def scoped_want_errors(self) -> dict[int, str]:

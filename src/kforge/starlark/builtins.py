@@ -157,8 +157,52 @@ METHODS: Final[dict[str, dict[int, Builtin]]] = {}
 for _method in METHOD_LIST:
     METHODS.setdefault(_method.name, {})[_method.receiver] = _method
 
+
+def _math(name: str, params: str, required: int) -> Builtin:
+    return Builtin(name, f"math_{name}", tuple(params.split()), required)
+
+
+#: The members of the ``math`` module (Go's ``go.starlark.net/lib/math``) that are
+#: functions; it also has ``e`` and ``pi``.
+MATH: Final[dict[str, Builtin]] = {
+    b.name: b
+    for b in (
+        _math("ceil", "x", 1),
+        _math("copysign", "x y", 2),
+        _math("fabs", "x", 1),
+        _math("floor", "x", 1),
+        _math("mod", "x y", 2),
+        _math("pow", "x y", 2),
+        _math("remainder", "x y", 2),
+        _math("round", "x", 1),
+        _math("exp", "x", 1),
+        _math("sqrt", "x", 1),
+        _math("acos", "x", 1),
+        _math("asin", "x", 1),
+        _math("atan", "x", 1),
+        _math("atan2", "y x", 2),
+        _math("cos", "x", 1),
+        _math("hypot", "x y", 2),
+        _math("sin", "x", 1),
+        _math("tan", "x", 1),
+        _math("degrees", "x", 1),
+        _math("radians", "x", 1),
+        _math("acosh", "x", 1),
+        _math("asinh", "x", 1),
+        _math("atanh", "x", 1),
+        _math("cosh", "x", 1),
+        _math("sinh", "x", 1),
+        _math("tanh", "x", 1),
+        _math("log", "x base", 1),
+        _math("gamma", "x", 1),
+    )
+}
+#: The name of the math module, predeclared in every file (as the Go implementation's
+#: command predeclares it).
+MATH_MODULE: Final = "math"
+
 #: The names every file can use without defining them.
-UNIVERSE: Final = frozenset(FUNCTIONS) | {"None", "True", "False"}
+UNIVERSE: Final = frozenset(FUNCTIONS) | {"None", "True", "False", MATH_MODULE}
 
 #: The builtins the Go implementation's test harness predeclares (``testing=True``):
 #: ``catch(f)`` runs ``f()`` and returns its error message (or None), ``module(name,
@@ -194,4 +238,10 @@ FORGE_MODULE: Final = "@forge"
 
 def every_builtin() -> list[Builtin]:
     """Every builtin function and method (for the names tracebacks show)."""
-    return [*FUNCTIONS.values(), *METHOD_LIST, *TESTING.values(), *HOST.values()]
+    return [
+        *FUNCTIONS.values(),
+        *METHOD_LIST,
+        *TESTING.values(),
+        *HOST.values(),
+        *MATH.values(),
+    ]

@@ -62,6 +62,7 @@ RUNTIME_MODULES: Final = tuple(
         "softfloat",
         "floats",
         "float_text",
+        "floatmath",
     )
 )
 #: The memory quota a program is compiled for unless told otherwise (the CLI default).

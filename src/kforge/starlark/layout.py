@@ -21,6 +21,7 @@ comparing with them is comparing words.
 
 from __future__ import annotations
 
+import struct
 from typing import Final
 
 WORD: Final = 8
@@ -207,6 +208,11 @@ ELEMS_CODEPOINTS: Final = 1  # str.codepoints(): one-character strings
 ELEMS_CODEPOINT_ORDS: Final = 2  # str.codepoint_ords(): ints
 ELEMS_ELEM_ORDS: Final = 3  # str.elem_ords(): ints
 ELEMS_BYTES_ELEMS: Final = 4  # bytes.elems(): ints
+
+
+def float_bits(x: float) -> int:
+    """The 64 bits of the IEEE 754 double ``x`` (what a float object holds)."""
+    return int.from_bytes(struct.pack("<d", x), "little")
 
 
 def small_int(n: int) -> int:

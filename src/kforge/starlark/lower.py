@@ -17,7 +17,7 @@ runtime's ``call_value``.
 from __future__ import annotations
 
 import ast
-import struct
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -26,7 +26,16 @@ from typing import Final
 from kforge.starlark import layout as L
 from kforge.starlark import spelling
 from kforge.starlark.builder import Builder
-from kforge.starlark.builtins import FORGE_MODULE, FUNCTIONS, HOST, METHODS, TESTING, Builtin
+from kforge.starlark.builtins import (
+    FORGE_MODULE,
+    FUNCTIONS,
+    HOST,
+    MATH,
+    MATH_MODULE,
+    METHODS,
+    TESTING,
+    Builtin,
+)
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
@@ -924,11 +933,7 @@ class FunctionCompiler:
             payload, is_bytes = self.module.source.strings[id(node)]
             return self.string(payload, L.TAG_BYTES if is_bytes else L.TAG_STRING)
         if isinstance(value, float):
-            self.state.uses_floats = True
-            bits = int.from_bytes(struct.pack("<d", value), "little")
-            name = f"float:{bits:016x}"
-            self.state.data.record(name, (L.TAG_FLOAT | L.FLAG_STATIC | L.FLAG_FROZEN, bits))
-            return self.b.li_ref(DataRef(name))
+            return self.float_constant(value)
         raise self.module.fail(node, f"unsupported constant {value!r}")
 
     def name(self, node: ast.Name) -> int:
@@ -985,6 +990,8 @@ class FunctionCompiler:
             return self.b.li(TRUE)
         if name == "False":
             return self.b.li(FALSE)
+        if name == MATH_MODULE:
+            return self.math_module()
         builtin = FUNCTIONS.get(name)
         if builtin is None:
             raise self.module.fail(node, f"undefined: {name}")
@@ -1023,6 +1030,50 @@ class FunctionCompiler:
         self.b.jmp(done)
         self.b.set_block(done)
         return result
+
+    def math_module(self) -> int:
+        """The ``math`` module as a value: made on first use by a function of its own
+        (of its builtins and the constants ``e`` and ``pi``), then kept."""
+        self.state.uses_floats = True
+        make_name = "math:module"
+        cache = DataRef(self.state.data.word(make_name))
+        if make_name not in self.state.functions:
+            self.state.functions[make_name] = self.math_module_function(make_name, cache)
+        result = self.b.reg()
+        cached = self.b.load(ZERO, ref=cache, dst=result)
+        make, done = self.b.new_block(), self.b.new_block()
+        self.b.br("NZ", cached, -1, done, make)
+        self.b.set_block(make)
+        self.b.mov(self.rt(make_name), dst=result)
+        self.b.jmp(done)
+        self.b.set_block(done)
+        return result
+
+    def math_module_function(self, name: str, cache: DataRef) -> Function:
+        function = Function(name, 0)
+        outer, self.b = self.b, Builder(function)
+        try:
+            members = self.rt("dict_new", self.const(len(MATH) + 2))
+            for member, value in (("e", math.e), ("pi", math.pi)):
+                constant = self.float_constant(value)
+                self.rt("dict_set", members, self.string(member), constant, result=False)
+            for member, builtin in MATH.items():
+                value = self.builtin_value(builtin)
+                self.rt("dict_set", members, self.string(member), value, result=False)
+            module = self.rt("builtin_module", self.string(MATH_MODULE), members)
+            self.b.store(module, ZERO, ref=cache)
+            self.b.ret(module)
+        finally:
+            self.b = outer
+        return function
+
+    def float_constant(self, value: float) -> int:
+        """A static float object."""
+        self.state.uses_floats = True
+        bits = L.float_bits(value)
+        name = f"float:{bits:016x}"
+        self.state.data.record(name, (L.TAG_FLOAT | L.FLAG_STATIC | L.FLAG_FROZEN, bits))
+        return self.b.li_ref(DataRef(name))
 
     def builtin_value(self, builtin: Builtin, receiver: int = ZERO) -> int:
         """A builtin function (or a method bound to ``receiver``) as a value."""

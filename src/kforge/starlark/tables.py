@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
-from kforge.starlark.builtins import FUNCTIONS, HOST, METHOD_LIST, METHODS, TESTING, Builtin
+from kforge.starlark.builtins import (
+    FUNCTIONS,
+    HOST,
+    MATH,
+    METHOD_LIST,
+    METHODS,
+    TESTING,
+    Builtin,
+)
 from kforge.starlark.ir import DataRef, Function
 from kforge.starlark.lower import ProgramState
 from kforge.starlark.regs import ZERO
@@ -22,7 +30,7 @@ def builtin_of(key: tuple[int, str]) -> Builtin:
     if tag:
         return METHODS[name][tag]
     testing = {builtin.name: builtin for builtin in TESTING.values()}
-    return FUNCTIONS.get(name) or testing.get(name) or HOST[name]
+    return FUNCTIONS.get(name) or testing.get(name) or MATH.get(name) or HOST[name]
 
 
 def number_every_method(state: ProgramState) -> None:

@@ -203,7 +203,11 @@ def nonfinite_name(bits: int) -> int:
 def float_int_value(v: int, prefix: int, builtin: int) -> int:
     """The int the float ``v`` truncates to; for a NaN or an infinity, the error
     ``PREFIXcannot convert float NaN to integer`` (``builtin`` names the builtin)."""
-    bits = load(v + L.FLOAT_BITS)
+    return bits_int_value(load(v + L.FLOAT_BITS), prefix, builtin)
+
+
+def bits_int_value(bits: int, prefix: int, builtin: int) -> int:
+    """``float_int_value`` of a double's bits."""
     result = float_to_int(bits)
     if result == 0:
         b = buf_new(64)
