@@ -1571,6 +1571,15 @@ class FunctionCompiler:
             ):
                 target = self.module.known_functions[binding.name]
                 return self.known_call(target, binding.name, node, where)
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == MATH_MODULE
+            and func.attr in MATH
+            and self.module.resolution.bindings[id(func.value)].kind is Kind.UNIVERSAL
+        ):  # math.NAME(...): the builtin bound when compiled, like any builtin's call
+            self.state.uses_floats = True
+            return self.builtin_call(MATH[func.attr], node, where, receiver=-1)
         if isinstance(func, ast.Attribute) and func.attr in METHODS and not _has_star(node):
             receiver = self.expr(func.value)
             return self.method_call(receiver, func.attr, node, where)

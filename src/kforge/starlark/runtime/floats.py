@@ -295,37 +295,62 @@ def float_abs(a: int) -> int:
 
 
 def number_add(a: int, b: int) -> int:
-    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
+        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+            return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        if b & 1:  # a float and a small int
+            return float_new(f64_add(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
+    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+        return float_new(f64_add(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
     return add(a, b)
 
 
 def number_inplace_add(a: int, b: int) -> int:
-    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
+        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+            return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        if b & 1:  # a float and a small int
+            return float_new(f64_add(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
+    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+        return float_new(f64_add(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
     return inplace_add(a, b)
 
 
 def number_sub(a: int, b: int) -> int:
-    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
+        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+            return float_new(f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        if b & 1:  # a float and a small int
+            return float_new(f64_sub(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
+    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+        return float_new(f64_sub(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
     return sub(a, b)
 
 
 def number_mul(a: int, b: int) -> int:
-    if ((a | b) & 1) == 0 and (load(a) & _MASK) == _FLOAT and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
+        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+            return float_new(f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        if b & 1:  # a float and a small int
+            return float_new(f64_mul(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
+    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
+        return float_new(f64_mul(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
     return mul(a, b)
 
 
 def number_truediv(a: int, b: int) -> int:
-    if (
-        ((a | b) & 1) == 0
-        and (load(a) & _MASK) == _FLOAT
+    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
+        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT and (load(b + L.FLOAT_BITS) << 1) != 0:
+            return float_new(f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        if b & 1 and b != 1:  # a float and a small int but zero
+            return float_new(f64_div(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
+    elif (
+        a & 1
+        and (b & 1) == 0
         and (load(b) & _MASK) == _FLOAT
         and (load(b + L.FLOAT_BITS) << 1) != 0
     ):
-        return float_new(f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
+        return float_new(f64_div(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
     return truediv(a, b)
 
 

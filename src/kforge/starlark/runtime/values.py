@@ -233,6 +233,8 @@ _failed_right = Global(__name__)
 
 def equal(a: int, b: int) -> int:
     """1 if ``a == b`` (Go's ``Equal``); an error for containers nested too deeply."""
+    if FLOATS and is_float(a) and is_float(b):  # two floats come first
+        return f64_order(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)) == 0
     if a == b:
         if a & 1:
             return 1
