@@ -98,7 +98,8 @@ def typical_cases(op: str, count: int, rng: random.Random) -> list[tuple[str, in
 
 
 def soft_float_ticks() -> dict[str, dict[str, float]]:
-    from starlark.softfloat_check import OPERATIONS as SOFT, random_cases, run_driver
+    from starlark.softfloat_check import OPERATIONS as SOFT
+    from starlark.softfloat_check import random_cases, run_driver
 
     rng = random.Random(0)
     table: dict[str, dict[str, float]] = {}

@@ -52,6 +52,8 @@ _MASK32: Final = 0xFFFFFFFF
 
 #: The low word of the last 128-bit product or square (see ``square_hi``).
 _float_low = Global(__name__)
+#: The exponent of the last subnormal ``subnormal_significand`` normalized.
+_float_subnormal_exponent = Global(__name__)
 
 assert L.SIGN_BIT == SIGN
 
@@ -140,10 +142,12 @@ def norm_round_pack(sign: int, exp: int, sig: int) -> int:
     return round_pack(sign, exp, sig << shift)
 
 
-def subnormal_shift(frac: int) -> int:
-    """How far a subnormal's fraction moves up to put its leading one at bit 52 (its
-    exponent is then ``1 - shift``)."""
-    return clz64(frac) - 11
+def subnormal_significand(frac: int) -> int:
+    """A subnormal's fraction moved up to put its leading one at bit 52, as a normal
+    significand; its exponent (below 1) goes to ``_float_subnormal_exponent``."""
+    shift = clz64(frac) - 11
+    _float_subnormal_exponent.value = 1 - shift
+    return frac << shift
 
 
 # -- addition and subtraction --------------------------------------------------------------
@@ -275,17 +279,15 @@ def f64_mul(a: int, b: int) -> int:
     if ea == 0:
         if fa == 0:
             return sign
-        shift = subnormal_shift(fa)
-        fa = fa << shift
-        ea = 1 - shift
+        fa = subnormal_significand(fa)
+        ea = _float_subnormal_exponent.value
     else:
         fa = fa | HIDDEN
     if eb == 0:
         if fb == 0:
             return sign
-        shift = subnormal_shift(fb)
-        fb = fb << shift
-        eb = 1 - shift
+        fb = subnormal_significand(fb)
+        eb = _float_subnormal_exponent.value
     else:
         fb = fb | HIDDEN
     # the 128-bit product of fa << 10 (leading one at bit 62) and fb << 11 (at 63),
@@ -344,17 +346,15 @@ def f64_div(a: int, b: int) -> int:
             if ea == 0 and fa == 0:
                 return DEFAULT_NAN  # zero over zero
             return sign | INF
-        shift = subnormal_shift(fb)
-        fb = fb << shift
-        eb = 1 - shift
+        fb = subnormal_significand(fb)
+        eb = _float_subnormal_exponent.value
     else:
         fb = fb | HIDDEN
     if ea == 0:
         if fa == 0:
             return sign
-        shift = subnormal_shift(fa)
-        fa = fa << shift
-        ea = 1 - shift
+        fa = subnormal_significand(fa)
+        ea = _float_subnormal_exponent.value
     else:
         fa = fa | HIDDEN
     exp = ea - eb + 0x3FE
@@ -405,9 +405,8 @@ def f64_sqrt(a: int) -> int:
     if a >= SIGN:
         return DEFAULT_NAN
     if ea == 0:
-        shift = subnormal_shift(fa)
-        fa = fa << shift
-        ea = 1 - shift
+        fa = subnormal_significand(fa)
+        ea = _float_subnormal_exponent.value
     else:
         fa = fa | HIDDEN
     # sqrt(fa * 2**(ea - 1075)): with an even power of two left over, the square root
@@ -576,15 +575,13 @@ def f64_fmod(a: int, b: int) -> int:
         return a
     sign = a & SIGN
     if ea == 0:
-        shift = subnormal_shift(fa)
-        fa = fa << shift
-        ea = 1 - shift
+        fa = subnormal_significand(fa)
+        ea = _float_subnormal_exponent.value
     else:
         fa = fa | HIDDEN
     if eb == 0:
-        shift = subnormal_shift(fb)
-        fb = fb << shift
-        eb = 1 - shift
+        fb = subnormal_significand(fb)
+        eb = _float_subnormal_exponent.value
     else:
         fb = fb | HIDDEN
     # |a| >= |b|: reduce the significand modulo fb while bringing in the exponent
