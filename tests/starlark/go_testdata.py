@@ -171,15 +171,7 @@ def _statement_reason(text: str, code: str) -> str | None:
             return reason
     if "called recursively" in text:
         return "expects recursion to be refused (the dialect allows it)"
-    if _parameters(code) > 63:
-        return "defines a function of more than 63 parameters (kforge's limit)"
     return None
-
-
-def _parameters(code: str) -> int:
-    """The parameters of a top-level ``def`` (0 for any other statement)."""
-    match = re.match(r"def \w+\(([^)]*)\)", code)
-    return len([p for p in match.group(1).split(",") if p.strip()]) if match else 0
 
 
 def _uses(code: str) -> str:

@@ -39,7 +39,7 @@ from kforge.starlark.builtins import (
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
-from kforge.starlark.lowlevel import FLOAT_VARIANT
+from kforge.starlark.lowlevel import FLOAT_VARIANT, RuntimeLibrary
 from kforge.starlark.regs import MAX_ARGUMENTS, ONE, SIGN, ZERO
 from kforge.starlark.scope import Binding, FunctionScope, Kind, Resolution, Variable
 from kforge.starlark.syntax import Source
@@ -114,8 +114,8 @@ class ProgramState:
     #: Whether ``getattr``, ``hasattr`` or ``dir`` are used (they need every method).
     method_tables: bool = False
     counter: int = 0
-    #: Whether the program uses floats (a float literal, ``/``, ``float``): only then
-    #: does it link the runtime's float variants and take ``float_patches``.
+    #: Whether the program uses floats (a float literal, ``/``, ``float`` or ``math``):
+    #: only then does it link the runtime's float variants and take ``float_patches``.
     uses_floats: bool = False
     #: Changes to lowered code that only a program with floats needs, made when the
     #: whole program is lowered: an int literal is then no longer the only value equal
@@ -134,9 +134,7 @@ class ProgramState:
 
         runtime = runtime_library()
         for name in runtime.float_variants:
-            plain = runtime.functions[name]
-            variant = runtime.functions[name + FLOAT_VARIANT]
-            self.functions[name] = replace(variant, name=name, builtin=plain.builtin)
+            self.functions[name] = _float_variant(runtime, name)
 
     def unique(self, stem: str) -> str:
         self.counter += 1
@@ -145,6 +143,21 @@ class ProgramState:
     def string(self, text: str | bytes, tag: int = L.TAG_STRING) -> DataRef:
         payload = text.encode() if isinstance(text, str) else text
         return DataRef(self.data.string(payload, tag))
+
+
+#: The runtime's float variants under their plain names, made once per process (the
+#: code generator keeps its work on a runtime function for the same function object).
+_float_variants: dict[tuple[int, str], Function] = {}
+
+
+def _float_variant(runtime: RuntimeLibrary, name: str) -> Function:
+    key = (id(runtime), name)
+    variant = _float_variants.get(key)
+    if variant is None:
+        plain = runtime.functions[name]
+        variant = replace(runtime.functions[name + FLOAT_VARIANT], name=name, builtin=plain.builtin)
+        _float_variants[key] = variant
+    return variant
 
 
 @dataclass
