@@ -37,6 +37,7 @@ lint: $(call installed,lint)
 	$(BIN)/ruff check src tests benchmarks examples fuzz
 	$(BIN)/ruff format --check src tests benchmarks examples fuzz
 	$(BIN)/mypy src
+	MYPYPATH=src:tests $(BIN)/mypy benchmarks --follow-imports=silent --allow-untyped-calls
 
 bench: $(call installed,bench)
 	$(BIN)/python benchmarks/run_all.py

@@ -108,7 +108,7 @@ async def honest_agent(engine: Client, timings: Timings, rounds: int) -> None:
         try:
             code = await timings.time("put_program", engine.put_program(program))
             for _ in range(rounds):
-                request = CreateSandbox(engine.agent_id, code, 65536, 100_000)  # type: ignore[arg-type]
+                request = CreateSandbox(engine.agent_id, code, 65536, 100_000)
                 sandbox = await timings.time("create", engine.create_sandbox(request))
                 await timings.time("start", engine.exec_start(sandbox))
                 result = await timings.time("wait", engine.wait(sandbox, timeout=60))

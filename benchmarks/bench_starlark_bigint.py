@@ -64,11 +64,10 @@ def ticks(source: str) -> int:
     the same)."""
     from kforge.machine import Machine, MachineState
     from kforge.starlark import compile
-    from kforge.tiers import run_on_tier
 
     compiled = compile(source, "bench.star", memory_quota=MEMORY_QUOTA)
     machine = Machine.load(compiled, memory_quota=MEMORY_QUOTA, tick_budget=2**62)
-    run_on_tier(machine, "reference")
+    machine.run()
     if machine.state is not MachineState.HALTED:
         raise RuntimeError(f"ended {machine.state.name}: {bytes(machine.stderr)!r}")
     return machine.ticks_used
