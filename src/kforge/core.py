@@ -34,6 +34,7 @@ __all__ = [
     "NotSupported",
     "PermissionDenied",
     "SandboxNotFound",
+    "SandboxSetAside",
     "ServiceNotFound",
     "StateCorrupted",
     "TooManySandboxes",
@@ -313,6 +314,24 @@ class VaultFetchFailed(ForgeError):
         message = f"vault fetch failed for object {object_id}"
         super().__init__(f"{message}: {reason}" if reason else message)
         self.object_id = object_id
+        self.reason = reason
+
+
+class SandboxSetAside(ForgeError):
+    """A durable engine reopened without a live sandbox's program: the vault's copy is
+    missing or damaged.  The sandbox is kept, untouched, until the program's bytes are put
+    again and the engine reopens; until then every operation on it is refused."""
+
+    category = ErrorCategory.INTERNAL
+    code = 0x0505
+    http_status = 503
+
+    def __init__(self, sandbox_id: Hash256, reason: ForgeError) -> None:
+        super().__init__(
+            f"sandbox {sandbox_id} is set aside: {reason} "
+            "(put the program's bytes again and reopen the engine)"
+        )
+        self.sandbox_id = sandbox_id
         self.reason = reason
 
 

@@ -12,6 +12,12 @@ machine that cannot reach the tick it names, a fault that differs) is
 
 Every function checks what it needs before it changes anything, so a record
 that cannot be applied leaves the state as it was.
+
+A sandbox whose program cannot be had in a rebuild (the vault's copy missing
+or damaged) is *set aside* (``EngineState.set_aside``): it is kept without a
+machine, and the records that would run its machine are passed over, so every
+other sandbox comes back exactly.  Once the program is put again, a rebuild
+from the same journal brings it back too.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from kforge.core import StateCorrupted
+from kforge.core import StateCorrupted, VaultFetchFailed
 from kforge.engine.models import ExecResult, HostCall, SandboxState, ServiceState
 from kforge.engine.records import (
     AccessGranted,
@@ -68,8 +74,22 @@ _RUNNABLE: Final = (MachineState.READY, MachineState.RUNNING)
 
 
 def apply(state: EngineState, record: Record) -> None:
-    """Change ``state`` as ``record`` says."""
+    """Change ``state`` as ``record`` says (nothing, for a record that would run the
+    machine of a sandbox set aside)."""
+    if state.set_aside and _runs_set_aside(state, record):
+        return
     _APPLY[type(record)](state, record)
+
+
+def _runs_set_aside(state: EngineState, record: Record) -> bool:
+    """Whether ``record`` needs the machine of a sandbox that has none (set aside)."""
+    if type(record) not in _RUNS_MACHINE:
+        return False
+    sandbox_id = getattr(record, "sandbox", None)
+    if sandbox_id is None:
+        service = state.services.get(record.service)  # type: ignore[attr-defined]
+        sandbox_id = service.sandbox.id if service is not None else None
+    return sandbox_id in state.set_aside
 
 
 # ----------------------------------------------------------------- machines
@@ -140,7 +160,11 @@ def _service(state: EngineState, record: Any) -> ServiceRecord:
 
 
 def _created(state: EngineState, record: SandboxCreated) -> None:
-    machine = load_machine(state, record)
+    try:
+        machine: Machine | None = load_machine(state, record)
+    except VaultFetchFailed as problem:  # only in a rebuild: live, the program was just read
+        machine = None
+        state.set_aside[record.sandbox] = problem
     sandbox = Sandbox(record.sandbox, record.request, record.program)
     sandbox.machine = machine
     sandbox.state = SandboxState.READY
@@ -384,6 +408,19 @@ def _accounts(state: EngineState, record: AccountsSet) -> None:
 def _nothing(state: EngineState, record: Record) -> None:
     """A record that only announces (its events are all it brings)."""
 
+
+#: The records that bring a sandbox's machine forward (or run it), by type.
+_RUNS_MACHINE: Final = frozenset(
+    {
+        Stepped,
+        SliceRan,
+        SandboxBlocked,
+        InputDelivered,
+        SandboxStopped,
+        AllocationGranted,
+        CallStarted,
+    }
+)
 
 _APPLY: Final[dict[type[Record], Callable[[EngineState, Any], None]]] = {
     SandboxCreated: _created,

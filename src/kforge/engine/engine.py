@@ -24,14 +24,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
 from kforge.accounting import OPEN_ACCOUNTS, Ledger
-from kforge.core import AgentId, ForgeError, Hash256, Internal
+from kforge.core import (
+    AgentId,
+    ForgeError,
+    Hash256,
+    Internal,
+    InvalidState,
+    SandboxSetAside,
+)
 from kforge.engine.archive import RUNS_DB, RunArchive, SqliteArchive
 from kforge.engine.artifacts import Artifacts, derived_signer
 from kforge.engine.context import EngineContext, Identities, Replies
@@ -90,6 +98,8 @@ from kforge.tiers import TIERS, TierRunner
 
 __all__ = ["TIERS", "Engine", "EngineStatus", "ProgramGate", "SliceObserver"]
 
+log = logging.getLogger("kforge.engine")
+
 _ENGINE_DOMAIN: Final = b"kforge/engine/v1\0"
 
 
@@ -130,7 +140,10 @@ class Engine:
     event loop (:mod:`kforge.engine.offload`).  A journaled engine
     rebuilds its state from the journal when it opens, snapshots it every
     ``snapshot_every`` rows and on close, and leaves its sandboxes to the next
-    start instead of killing them.
+    start instead of killing them.  A live sandbox whose program the vault no
+    longer gives back (missing or damaged) does not stop that: it is set aside
+    (:attr:`set_aside`, logged as a warning) and every operation on it is refused
+    with ``SandboxSetAside``, until the program is put again and the engine reopens.
     """
 
     def __init__(
@@ -320,6 +333,11 @@ class Engine:
         return self.sandboxes.trust
 
     @property
+    def set_aside(self) -> Mapping[Hash256, ForgeError]:
+        """The sandboxes set aside when the engine reopened, each with why (see the class)."""
+        return MappingProxyType(self.state.set_aside)
+
+    @property
     def operators(self) -> frozenset[AgentId]:
         """The agents that may take the operator's actions (see :mod:`kforge.engine.policy`)."""
         return self.policy.operators
@@ -334,6 +352,8 @@ class Engine:
         if self.status is EngineStatus.UNOPENED:
             if self.journal is not None:
                 self.rebuilt_records = rebuild(self.state, self.journal)
+                for sandbox_id, problem in self.state.set_aside.items():
+                    log.warning("%s", SandboxSetAside(sandbox_id, problem))
                 self._collect_runs()
                 self.ctx.transitions.resume()
                 self.bus.resume_at(self.state.events)
@@ -433,10 +453,16 @@ class Engine:
     # ------------------------------------------------------------------ snapshots
 
     def _snapshot_now(self) -> int:
-        """Write everything recorded, then a snapshot of the state (between slices); its row."""
+        """Write everything recorded, then a snapshot of the state (between slices); its row.
+
+        While a sandbox is set aside there is no new snapshot: the one before and the
+        records after it are what brings that sandbox back once its program is put again.
+        """
         journal = self.journal
         assert journal is not None
         self.ctx.transitions.commit()
+        if self.state.set_aside:
+            return journal.last_seq
         journal.save_snapshot(self.state.snapshot())
         self._collect_runs()
         return journal.last_seq
@@ -457,6 +483,8 @@ class Engine:
         if self.journal is None:
             raise Internal("the engine is not durable: there is nothing to snapshot to")
         self.ctx.require_open()
+        if self.state.set_aside:
+            raise InvalidState(f"{len(self.state.set_aside)} sandbox(es) set aside", "a snapshot")
         async with self.executor.lock:
             return self._snapshot_now()
 

@@ -36,6 +36,7 @@ from kforge.core import (
     KingdomError,
     MemoryQuotaExceeded,
     PermissionDenied,
+    SandboxSetAside,
     TooManySandboxes,
 )
 from kforge.engine.models import EngineLimits, Operation
@@ -366,11 +367,16 @@ class Policy:
         )
 
     def sandbox(self, action: Action, sandbox_id: Hash256, agent: AgentId) -> Sandbox:
-        """The sandbox, when ``agent`` may take ``action`` on it (``SandboxNotFound`` first)."""
+        """The sandbox, when ``agent`` may take ``action`` on it (``SandboxNotFound`` first,
+        then ``PermissionDenied``, then ``SandboxSetAside`` for a sandbox whose program the
+        vault could not give back when the engine reopened)."""
         found = self.state.sandbox(sandbox_id)
         self.authorize(
             action, agent, owner=found.owner, access=found.access, what=f"sandbox {found.id}"
         )
+        problem = self.state.set_aside.get(found.id)
+        if problem is not None:
+            raise SandboxSetAside(found.id, problem)
         return found
 
     def service(self, action: Action, service_id: Hash256, agent: AgentId) -> ServiceRecord:

@@ -19,7 +19,15 @@ from typing import Final, Protocol
 from msgspec.structs import replace
 
 from kforge.accounting import Account, Ledger
-from kforge.core import AgentId, Hash256, SandboxNotFound, ServiceNotFound, StateCorrupted
+from kforge.core import (
+    AgentId,
+    ForgeError,
+    Hash256,
+    SandboxNotFound,
+    ServiceNotFound,
+    StateCorrupted,
+    VaultFetchFailed,
+)
 from kforge.engine.archive import (
     KEEP_IN_MEMORY,
     ArchivedLogs,
@@ -48,7 +56,7 @@ from kforge.engine.sandbox import (
 )
 from kforge.machine import Machine
 from kforge.program import ForgeProgram
-from kforge.proofs.snapshot import checkpoint, restore
+from kforge.proofs.snapshot import SnapshotProgramMissing, checkpoint, restore
 from kforge.storage import decoded_size
 from kforge.tiers import TierRunner
 from kforge.wire import U64, Schema
@@ -189,6 +197,10 @@ class EngineState:
         self._holdings: dict[AgentId, Holdings] = {}
         #: Each owner's stopped sandboxes still kept, oldest first.
         self._stopped: dict[AgentId, dict[Hash256, None]] = {}
+        #: Live sandboxes whose program could not be had when the state was rebuilt (the
+        #: vault's copy missing or damaged), with why: they keep no machine, the records
+        #: that would run them are passed over, and every operation on them is refused.
+        self.set_aside: dict[Hash256, ForgeError] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -269,6 +281,7 @@ class EngineState:
         sandbox = self.sandboxes.pop(sandbox_id, None)
         if sandbox is None:
             return
+        self.set_aside.pop(sandbox_id, None)
         if sandbox.state.is_live:
             self.count_live(sandbox, -1)
             return
@@ -422,7 +435,12 @@ class EngineState:
         self.events = snapshot.events
         load_accounts(self.ledger, snapshot.cycle, snapshot.accounts)
         for values in snapshot.sandboxes:
-            self.add(_sandbox_from(values, self._lookup))
+            try:
+                sandbox = _sandbox_from(values, self._lookup)
+            except SnapshotProgramMissing:
+                sandbox = _sandbox_from(replace(values, machine=None), self._lookup)
+                self.set_aside[sandbox.id] = self.program_problem(values.program)
+            self.add(sandbox)
         for service in snapshot.services:
             _service_from(self, service)
         for sandbox in self.live_sandboxes():
@@ -431,8 +449,16 @@ class EngineState:
     def _lookup(self, program_id: Hash256) -> ForgeProgram | None:
         try:
             return self.programs.load(program_id)
-        except Exception:  # restore() reports the missing program itself
+        except ForgeError:  # restore() sets the sandbox aside, saying why
             return None
+
+    def program_problem(self, program_id: Hash256) -> ForgeError:
+        """Why ``program_id`` cannot be loaded (the vault's error, e.g. ``DamagedObject``)."""
+        try:
+            self.programs.load(program_id)
+        except ForgeError as problem:
+            return problem
+        return VaultFetchFailed(program_id, "could not be loaded")
 
 
 AccountRow = tuple[AgentId, int, int, int, int]
