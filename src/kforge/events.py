@@ -253,12 +253,17 @@ class EventBus:
     """
 
     def __init__(
-        self, clock_ms: Callable[[], int] | None = None, default_maxsize: int = 4096
+        self,
+        clock_ms: Callable[[], int] | None = None,
+        default_maxsize: int = 4096,
+        history: int = 4096,
     ) -> None:
         self._clock_ms = clock_ms or (lambda: 0)
         self.default_maxsize = default_maxsize
         self._subscriptions: list[Subscription] = []
         self._seq = 0
+        #: The latest events, for subscribers that start from a sequence number.
+        self._history: deque[Event] = deque(maxlen=history)
         #: Called with every event right after it is numbered (e.g. the durable log).
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -278,8 +283,14 @@ class EventBus:
         sandbox_id: Hash256 | None = None,
         owner: AgentId | None = None,
         maxsize: int | None = None,
+        since: int | None = None,
     ) -> Subscription:
-        """A new subscription to events matching every filter given."""
+        """A new subscription to events matching every filter given.
+
+        With ``since``, the events numbered ``since`` and later that the bus still
+        holds (its latest ``history``) come first; older ones it no longer holds are
+        one :class:`Gap` before them.
+        """
         subscription = Subscription(
             self,
             frozenset(event_kind(kind) for kind in kinds) if kinds is not None else None,
@@ -287,6 +298,13 @@ class EventBus:
             owner,
             maxsize if maxsize is not None else self.default_maxsize,
         )
+        if since is not None:
+            oldest = self._history[0].seq if self._history else self._seq + 1
+            if since < oldest:
+                subscription._gap = oldest - max(since, 1)
+            for event in self._history:
+                if event.seq >= since and subscription.matches(event):
+                    subscription._offer(event)
         self._subscriptions.append(subscription)
         return subscription
 
@@ -322,6 +340,7 @@ class EventBus:
             self._clock_ms(),
             {name: payload[name] for name in expected},
         )
+        self._history.append(event)
         for listener in self.listeners:
             listener(event)
         for subscription in tuple(self._subscriptions):

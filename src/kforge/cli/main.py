@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from kforge import __version__
 from kforge.cli import cache as cache_cli
+from kforge.cli import cluster as cluster_cli
 from kforge.cli import link as link_cli
 from kforge.cli import proofs as proofs_cli
 from kforge.cli import registry as registry_cli
@@ -219,6 +220,7 @@ def _build_parser() -> Parser:
     link_cli.add_commands(commands)
     registry_cli.add_commands(commands)
     server_cli.add_commands(commands)
+    cluster_cli.add_commands(commands)
     sandbox_cli.add_commands(commands)
     cache_cli.add_commands(commands)
     starlark_cli.add_commands(commands)

@@ -5,7 +5,8 @@ Wiring (in ``kforge.cli``): call ``add_commands(subparsers)`` and dispatch
 (default ``$KFORGE_DATA_DIR``, else ``~/.local/share/kforge``) and prints the
 dashboard URL with a dev token (operator scope, valid for this run only).
 A port that cannot be had (busy, privileged, no such address) is one line on
-stderr and exit status 2.
+stderr and exit status 2.  With ``--nats URL`` the server is a stateless gateway to
+a cluster (``docs/cluster.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def command_serve(args: argparse.Namespace) -> int:
                 args.data_dir,
                 config=config,
                 engine_options={"tier": args.tier},
+                nats=args.nats,
             )
     except CannotListen as error:
         hint = "; choose another with --port" if error.in_use else ""
@@ -63,5 +65,10 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
         choices=("minimal", "standard", "generous"),
         default="standard",
         help="the preset of a creation that names neither a preset nor its quota and budget",
+    )
+    parser.add_argument(
+        "--nats",
+        metavar="URL",
+        help="be a gateway to the kforge cluster on this NATS server, running no engine here",
     )
     parser.set_defaults(handler=command_serve)

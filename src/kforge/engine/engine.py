@@ -121,7 +121,9 @@ class Engine:
     ``oracle`` is a handler or a fixed table for channel 4.  ``tier`` is the
     execution tier: a :class:`~kforge.tiers.TierRunner` (shared, not closed by
     the engine) or a tier's name (the engine makes and closes its own runner).
-    ``clock`` and ``random_source`` are injected.  ``operators`` are the agents
+    ``clock`` and ``random_source`` are injected; ``mailbox`` is where envelopes sent
+    later go (default: an in-process :class:`~kforge.messages.Mailbox` of
+    ``mailbox_size`` per recipient).  ``operators`` are the agents
     that may take the operator's actions (begin cycles, read every sandbox; the
     engine's own agent always may): :attr:`policy` decides who may do what for
     every caller.  ``on_slice`` observes every scheduler slice (metrics, tracing,
@@ -161,6 +163,7 @@ class Engine:
         agent_id: AgentId | None = None,
         event_queue_size: int = 4096,
         mailbox_size: int = 1024,
+        mailbox: Mailbox | None = None,
         program_cache_size: int = 256,
         on_slice: SliceObserver | None = None,
         signer: Signer | None = None,
@@ -245,7 +248,7 @@ class Engine:
             limits=limits,
             clock=clock,
             bus=bus,
-            mailbox=Mailbox(mailbox_size),
+            mailbox=mailbox if mailbox is not None else Mailbox(mailbox_size),
             vault=vault,
             programs=programs,
             host=host,
@@ -487,6 +490,16 @@ class Engine:
             raise InvalidState(f"{len(self.state.set_aside)} sandbox(es) set aside", "a snapshot")
         async with self.executor.lock:
             return self._snapshot_now()
+
+    # ------------------------------------------------------------------ programs
+
+    async def put_program(self, program: ForgeProgram) -> Hash256:
+        """Store ``program`` in the vault; returns its id."""
+        return self.vault.put_program(program)
+
+    async def load_program(self, program_id: Hash256) -> ForgeProgram:
+        """The program stored under ``program_id`` (``VaultFetchFailed``, ``InvalidProgram``)."""
+        return self.programs.load(program_id)
 
     # ------------------------------------------------------------------ sandboxes
 

@@ -142,6 +142,18 @@ class Mailbox:
                 box.waiter = None
         return self._take(recipient, box)
 
+    async def take(self, recipient: AgentId, timeout: float = 0.0) -> list[Envelope]:
+        """Every envelope waiting for ``recipient``; with none, the first to come within
+        ``timeout`` seconds and any that came with it."""
+        taken = self.drain(recipient)
+        if not taken and timeout > 0:
+            try:
+                taken = [await asyncio.wait_for(self.get(recipient), timeout)]
+            except TimeoutError:
+                return []
+            taken += self.drain(recipient)
+        return taken
+
     def drain(self, recipient: AgentId) -> list[Envelope]:
         box = self._boxes.get(recipient)
         if box is None:

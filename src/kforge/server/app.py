@@ -29,7 +29,7 @@ from kforge.server.endpoint import Operation, asgi_endpoint
 from kforge.server.events_ws import events_socket
 from kforge.server.openapi import openapi_document
 from kforge.server.signing import AgentKey
-from kforge.server.state import ServerConfig, ServerState
+from kforge.server.state import ServedEngine, ServerConfig, ServerState
 from kforge.storage import Vault
 from kforge.terminal import wants_colour
 
@@ -76,7 +76,7 @@ _VERSION = "0.1.0"
 
 
 def create_app(
-    engine: Engine,
+    engine: ServedEngine,
     config: ServerConfig | None = None,
     *,
     authenticator: Authenticator | None = None,
@@ -201,18 +201,29 @@ def serve(
     out: TextIO | None = None,
     sock: socket.socket | None = None,
     ready: Callable[[str], None] | None = None,
+    nats: str | None = None,
 ) -> None:
     """Run the server until interrupted; prints the dashboard URL with the dev token.
 
     ``sock`` serves an already bound socket (tests pass one bound to port 0),
     else one is bound by :func:`listen` (``CannotListen`` when that fails);
-    ``ready`` is called with the base URL once the server listens.
+    ``ready`` is called with the base URL once the server listens.  With ``nats``
+    (a URL) the server is a gateway to the cluster there (``docs/cluster.md``)
+    instead of running an engine of its own.
     """
     import uvicorn
 
     sock = sock if sock is not None else listen(host, port)
+    engine: ServedEngine
+    vault: Vault | None = None
     try:
-        engine = open_engine(data_dir, **(engine_options or {}))
+        if nats is not None:
+            from kforge.cluster.gateway import ClusterEngine
+
+            engine = ClusterEngine(nats)
+        else:
+            local = open_engine(data_dir, **(engine_options or {}))
+            engine, vault = local, local.vault
     except BaseException:
         sock.close()
         raise
@@ -245,7 +256,9 @@ def serve(
             await asyncio.sleep(0.01)
         if server.started:
             stream.write(
-                f"kforge serve: listening on {base}\n"
+                f"kforge serve: listening on {base}"
+                + (f" (gateway of the cluster at {nats})" if nats is not None else "")
+                + "\n"
                 f"  dashboard: {base}/dashboard/#token={state.dev_token}\n"
                 f"  dev token (operator, this run only): {state.dev_token}\n"
             )
@@ -257,4 +270,5 @@ def serve(
     try:
         asyncio.run(main())
     finally:
-        engine.vault.close()
+        if vault is not None:
+            vault.close()

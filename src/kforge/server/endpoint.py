@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,10 @@ __all__ = [
     "Context",
     "Handler",
     "Operation",
+    "REQUEST_ID_HEADER",
     "Query",
     "asgi_endpoint",
+    "current_request_id",
     "error_response",
     "http_status",
     "path_id",
@@ -45,6 +48,27 @@ __all__ = [
 ]
 
 log = logging.getLogger("kforge.server")
+
+#: The header naming a request, so that sending it again (after a lost connection) does
+#: it once: 64 hex digits of the client's choosing.  An engine that keeps replies (a
+#: cluster's workers) answers a request id it has seen with the reply it gave.
+REQUEST_ID_HEADER = "x-kforge-request-id"
+_REQUEST_ID: ContextVar[Hash256 | None] = ContextVar("kforge_request_id", default=None)
+
+
+def current_request_id() -> Hash256 | None:
+    """The id the client gave the request being answered (``None``: it gave none)."""
+    return _REQUEST_ID.get()
+
+
+def _request_id(request: Request) -> Hash256 | None:
+    text = request.headers.get(REQUEST_ID_HEADER)
+    if text is None:
+        return None
+    try:
+        return Hash256.from_hex(text)
+    except ValueError as error:
+        raise InvalidRequest(REQUEST_ID_HEADER, str(error)) from None
 
 
 def http_status(error: ForgeError) -> int:
@@ -233,6 +257,7 @@ def asgi_endpoint(operation: Operation) -> Callable[[Request], Awaitable[Respons
             elif operation.raw_body:
                 body, is_msgpack = decode_plain(raw, content_type)
             context = Context(request, state, principal, body, is_msgpack)
+            _REQUEST_ID.set(_request_id(request))
             outcome = await operation.handler(context)
         except ClientDisconnect:  # nobody to answer: no error of ours either
             return Response(status_code=400)

@@ -3,7 +3,9 @@
 Query parameters: ``kinds`` (comma-separated names such as ``SANDBOX_HALTED``
 or numbers such as ``0x4002``), ``sandbox`` and ``owner`` (64 hex digits),
 ``format`` (``json``, the default: text frames; ``msgpack``: binary frames
-of :meth:`kforge.events.Event.encode`).  Authentication as for any request
+of :meth:`kforge.events.Event.encode`), ``since`` (a sequence number: the events
+from there on that the bus still holds come first, then live ones; a cluster's
+bus holds them all).  Authentication as for any request
 (signature or bearer header), or ``token=`` in the query for browsers.
 
 An agent sees the events of its own sandboxes, and of a sandbox it holds a
@@ -96,6 +98,7 @@ async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principa
     sandbox = _id(query.get("sandbox"), "sandbox")
     owner_id = _id(query.get("owner"), "owner")
     owner = AgentId(owner_id.raw) if owner_id is not None else None
+    since = _since(query.get("since"))
     fmt = query.get("format", "json")
     if fmt not in ("json", "msgpack"):
         raise _Refused(4400, "format must be json or msgpack")
@@ -112,7 +115,21 @@ async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principa
             if owner is not None and owner != principal.agent:
                 raise _Refused(4403, "an agent may watch only its own sandboxes' events")
             owner = principal.agent
-    return principal, {"kinds": kinds, "sandbox_id": sandbox, "owner": owner, "format": fmt}
+    return principal, {
+        "kinds": kinds,
+        "sandbox_id": sandbox,
+        "owner": owner,
+        "format": fmt,
+        "since": since,
+    }
+
+
+def _since(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        raise _Refused(4400, "since must be an event sequence number")
+    return int(text)
 
 
 async def events_socket(websocket: WebSocket) -> None:
@@ -135,6 +152,7 @@ async def events_socket(websocket: WebSocket) -> None:
         sandbox_id=options["sandbox_id"],
         owner=options["owner"],
         maxsize=state.config.event_queue_size,
+        since=options["since"],
     )
     as_msgpack = options["format"] == "msgpack"
 

@@ -3,15 +3,130 @@ its notes on sandboxes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from kforge.core import AgentId
-from kforge.engine import Engine
+from kforge.core import AgentId, Hash256
+from kforge.engine import (
+    CreateSandbox,
+    EngineLimits,
+    EngineStatus,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxInfo,
+    SandboxState,
+)
+from kforge.engine.models import Clock, Service, ServiceInfo, ServiceResult
+from kforge.events import EventBus
+from kforge.link import Import
+from kforge.messages import Envelope
+from kforge.program import ForgeProgram
+from kforge.proofs import ExecutionProof
+from kforge.proofs.replay import RunRecord
 from kforge.server.auth import AuthConfig, Authenticator
 from kforge.server.debug import DebugLimits, DebugManager
 from kforge.server.notes import SandboxNotes
 
-__all__ = ["ServerConfig", "ServerState"]
+__all__ = ["MailboxReader", "ServedEngine", "ServerConfig", "ServerState"]
+
+
+class MailboxReader(Protocol):
+    async def take(self, recipient: AgentId, timeout: float = 0.0) -> list[Envelope]: ...
+
+
+class ServedEngine(Protocol):
+    """What the server needs of an engine: the in-process :class:`~kforge.engine.Engine`,
+    or a cluster's gateway (:class:`kforge.cluster.gateway.ClusterEngine`)."""
+
+    @property
+    def status(self) -> EngineStatus: ...
+
+    @property
+    def tier(self) -> str: ...
+
+    @property
+    def limits(self) -> EngineLimits: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def mailbox(self) -> MailboxReader: ...
+
+    async def open(self) -> object: ...
+
+    async def close(self) -> None: ...
+
+    async def put_program(self, program: ForgeProgram) -> Hash256: ...
+
+    async def load_program(self, program_id: Hash256) -> ForgeProgram: ...
+
+    async def create_sandbox(self, request: CreateSandbox) -> Hash256: ...
+
+    async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo: ...
+
+    async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]: ...
+
+    async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None: ...
+
+    async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState: ...
+
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
+    ) -> None: ...
+
+    async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None: ...
+
+    async def wait(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+    ) -> ExecResult: ...
+
+    async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None: ...
+
+    async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]: ...
+
+    async def output(
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0
+    ) -> bytes: ...
+
+    async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord: ...
+
+    async def request_proof(self, sandbox_id: Hash256, requester: AgentId) -> ExecutionProof: ...
+
+    async def grant(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId,
+        agent: AgentId,
+        operations: Iterable[Operation],
+    ) -> None: ...
+
+    async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None: ...
+
+    async def link_resolve(
+        self, program_id: Hash256, imports: Sequence[Import], requester: AgentId
+    ) -> Hash256: ...
+
+    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int: ...
+
+    async def create_service(self, service: Service) -> Hash256: ...
+
+    async def service_info(self, service_id: Hash256) -> ServiceInfo: ...
+
+    async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]: ...
+
+    async def call_service(
+        self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
+    ) -> ServiceResult: ...
+
+    async def fund_service(self, service_id: Hash256, requester: AgentId) -> None: ...
+
+    async def dispatch(self, envelope: Envelope) -> Envelope: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +161,7 @@ class ServerConfig:
 class ServerState:
     """The server's parts, shared by every request (``app.state.kforge``)."""
 
-    engine: Engine
+    engine: ServedEngine
     config: ServerConfig
     authenticator: Authenticator
     debug: DebugManager

@@ -35,10 +35,16 @@ const kforge = (() => {
     params.set("token", token());
     let socket;
     let closed = false;
+    let last = 0;  // after a reconnection, go on from the event after the last one seen
     function open() {
+      if (last) params.set("since", String(last + 1));
       socket = new WebSocket(`${scheme}//${location.host}/v1/events?${params}`);
       socket.onopen = () => onState && onState("live");
-      socket.onmessage = (message) => onEvent(JSON.parse(message.data));
+      socket.onmessage = (message) => {
+        const event = JSON.parse(message.data);
+        if (event.seq) last = Math.max(last, event.seq);
+        onEvent(event);
+      };
       socket.onclose = (event) => {
         onState && onState(event.code === 4401 ? "refused" : "reconnecting");
         if (!closed && event.code !== 4401 && event.code !== 4403) setTimeout(open, 1000);

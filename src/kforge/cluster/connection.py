@@ -1,0 +1,228 @@
+"""Reaching NATS: connecting (and waiting, with a clear message, while it cannot be
+reached), and the cluster's streams, buckets and object stores, made when missing.
+
+:func:`connect` never prints a traceback: a server that is not there yet is one
+line saying so and when the next attempt comes; once connected, the client
+reconnects by itself and says so.  :func:`open_layout` makes (idempotently) and
+opens everything ``docs/cluster.md`` lists, and reads the cluster's fixed
+partition count from ``kforge_cluster.layout`` (written once, by whoever made
+the cluster first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TextIO
+
+import nats
+import nats.errors
+from nats.aio.client import Client as Nats
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError, BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+from nats.js.object_store import ObjectStore
+
+from kforge.cluster import names
+from kforge.wire import U16, Schema, decode_msgpack, encode_msgpack
+
+__all__ = [
+    "DUPLICATE_WINDOW",
+    "Layout",
+    "NatsUnreachable",
+    "connect",
+    "open_layout",
+]
+
+#: How long JetStream remembers a message id (events and mailbox envelopes are sent again
+#: after a failover; the copies within this window are dropped).
+DUPLICATE_WINDOW: Final = 120.0
+#: Mailbox envelopes not taken within this long are dropped.
+MAILBOX_AGE: Final = 3600.0
+_RETRY_SECONDS: Final = 1.0
+
+
+class NatsUnreachable(Exception):
+    """NATS could not be reached within the time allowed (the message says where and why)."""
+
+
+class LayoutRecord(Schema, frozen=True):
+    """``kforge_cluster.layout``: the facts every worker and gateway must agree on."""
+
+    version: U16
+    partitions: U16
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = str(error) or type(error).__name__
+    return text.removeprefix("nats: ")
+
+
+async def connect(
+    url: str,
+    *,
+    name: str,
+    who: str,
+    out: TextIO | None = None,
+    give_up_after: float | None = None,
+    on_reconnect: Callable[[], None] | None = None,
+) -> Nats:
+    """A connection to the NATS server at ``url``, retried every second until it answers.
+
+    Each failed attempt is one line on ``out`` (stderr by default), prefixed with
+    ``who`` (``kforge worker``); ``give_up_after`` seconds without success raise
+    :class:`NatsUnreachable`.  Once connected the client reconnects for ever,
+    saying when it lost the server and when it is back.
+    """
+    stream = out if out is not None else sys.stderr
+    started = time.monotonic()
+    attempts = 0
+
+    def say(line: str) -> None:
+        with contextlib.suppress(Exception):
+            stream.write(f"{who}: {line}\n")
+            stream.flush()
+
+    async def quiet_error(error: Exception) -> None:
+        """The client's own errors arrive here; the callbacks below tell what matters."""
+
+    connection: list[Nats] = []
+
+    async def disconnected() -> None:
+        if connection and (connection[0].is_closed or connection[0].is_draining):
+            return  # closed on purpose
+        say(f"lost NATS at {url}; reconnecting")
+
+    async def reconnected() -> None:
+        say(f"reconnected to NATS at {url}")
+        if on_reconnect is not None:
+            on_reconnect()
+
+    while True:
+        attempts += 1
+        try:
+            nc = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=2,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                error_cb=quiet_error,
+                disconnected_cb=disconnected,
+                reconnected_cb=reconnected,
+            )
+            connection.append(nc)
+            return nc
+        except (OSError, nats.errors.Error, asyncio.TimeoutError) as error:
+            waited = time.monotonic() - started
+            reason = _describe(error)
+            if give_up_after is not None and waited >= give_up_after:
+                raise NatsUnreachable(
+                    f"NATS at {url} is not reachable ({reason}) after {waited:.0f} s"
+                ) from None
+            if attempts == 1 or attempts % 10 == 0:
+                say(
+                    f"NATS at {url} is not reachable ({reason}); "
+                    f"retrying every {_RETRY_SECONDS:.0f} s (Ctrl-C to stop)"
+                )
+            await asyncio.sleep(_RETRY_SECONDS)
+
+
+@dataclass(eq=False)
+class Layout:
+    """The cluster's handles on one connection."""
+
+    nc: Nats
+    js: JetStreamContext
+    partitions: int
+    cluster: KeyValue
+    leases: KeyValue
+    workers: KeyValue
+    directory: KeyValue
+    accounts: KeyValue
+    programs: ObjectStore
+    snapshots: ObjectStore
+
+
+async def _stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except BadRequestError:  # made by another process meanwhile, or already there
+        assert config.name is not None
+        await js.stream_info(config.name)
+
+
+async def _bucket(js: JetStreamContext, bucket: str, history: int = 1) -> KeyValue:
+    try:
+        return await js.key_value(bucket)
+    except BucketNotFoundError:
+        with contextlib.suppress(BadRequestError):
+            return await js.create_key_value(api.KeyValueConfig(bucket=bucket, history=history))
+        return await js.key_value(bucket)
+
+
+async def _object_store(js: JetStreamContext, bucket: str) -> ObjectStore:
+    try:
+        return await js.object_store(bucket)
+    except BucketNotFoundError:
+        with contextlib.suppress(BadRequestError):
+            return await js.create_object_store(bucket)
+        return await js.object_store(bucket)
+
+
+async def open_layout(nc: Nats, partitions: int = names.DEFAULT_PARTITIONS) -> Layout:
+    """Make what is missing and open it all; ``partitions`` counts only for a new cluster."""
+    js = nc.jetstream(timeout=10)
+    await _stream(
+        js,
+        api.StreamConfig(
+            name=names.JOURNAL_STREAM,
+            subjects=["kforge.journal.>"],
+            storage=api.StorageType.FILE,
+            max_msg_size=-1,
+        ),
+    )
+    await _stream(
+        js,
+        api.StreamConfig(
+            name=names.EVENTS_STREAM,
+            subjects=["kforge.events.>"],
+            storage=api.StorageType.FILE,
+            duplicate_window=DUPLICATE_WINDOW,
+        ),
+    )
+    await _stream(
+        js,
+        api.StreamConfig(
+            name=names.MAILBOX_STREAM,
+            subjects=["kforge.mailbox.>"],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            duplicate_window=DUPLICATE_WINDOW,
+            max_age=MAILBOX_AGE,
+        ),
+    )
+    cluster = await _bucket(js, names.CLUSTER_BUCKET)
+    record = encode_msgpack(LayoutRecord(1, partitions))
+    with contextlib.suppress(KeyWrongLastSequenceError):
+        await cluster.create("layout", record)
+    stored = decode_msgpack((await cluster.get("layout")).value or b"", LayoutRecord, "layout")
+    return Layout(
+        nc=nc,
+        js=js,
+        partitions=stored.partitions,
+        cluster=cluster,
+        leases=await _bucket(js, names.LEASES_BUCKET),
+        workers=await _bucket(js, names.WORKERS_BUCKET),
+        directory=await _bucket(js, names.DIRECTORY_BUCKET),
+        accounts=await _bucket(js, names.ACCOUNTS_BUCKET),
+        programs=await _object_store(js, names.PROGRAMS_STORE),
+        snapshots=await _object_store(js, names.SNAPSHOTS_STORE),
+    )

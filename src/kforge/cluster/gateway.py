@@ -1,0 +1,613 @@
+"""The gateway's engine: :class:`ClusterEngine`, shaped like :class:`kforge.engine.Engine`,
+whose every method is a request to the worker running the partition concerned.
+
+``kforge serve --nats URL`` serves it with the same server as the embedded engine
+(:func:`kforge.server.create_app`): HTTP, WebSocket events, the dashboard.  The
+gateway keeps nothing a client depends on: any number of gateways may run, and a
+client whose gateway died sends its request again to another (with the same
+``X-Kforge-Request-Id``; the worker answers it once).
+
+- A new sandbox (and a link) goes to the partition :func:`~kforge.cluster.names.partition_of`
+  its request id names; anything about an existing sandbox or service to the
+  partition the directory (``kforge_directory``) says; lists to every partition.
+- A request that finds no worker (a failover is under way), or a worker that
+  says the partition moved, is sent again until ``request_timeout``.
+- Events come from the ``KFORGE_EVENTS`` stream, filtered by the server:
+  :class:`ClusterBus` subscriptions are JetStream consumers on the subjects
+  their kinds, owner and sandbox name, from now or from a sequence number.
+- Mailboxes are the ``KFORGE_MAILBOX`` stream: one consumer per agent takes its
+  envelopes (each once, whichever gateway the agent asks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, TextIO
+
+import nats.errors
+from nats.aio.client import Client as Nats
+from nats.aio.msg import Msg
+from nats.js import api
+from nats.js.errors import KeyNotFoundError
+
+from kforge.cluster import names
+from kforge.cluster.connection import Layout, connect, open_layout
+from kforge.cluster.programs import ProgramStore
+from kforge.cluster.protocol import (
+    MOVED,
+    RESULTS,
+    Answer,
+    Call,
+    CallService,
+    Create,
+    CreateService,
+    Deliver,
+    DirectoryEntry,
+    Forget,
+    FundService,
+    Grant,
+    IoLog,
+    Kill,
+    Link,
+    ListSandboxes,
+    ListServices,
+    Output,
+    Prove,
+    Revoke,
+    RunRecordOf,
+    ServiceInfoOf,
+    Start,
+    Status,
+    Step,
+    Wait,
+    relayed_error,
+)
+from kforge.core import (
+    AgentId,
+    EngineNotOpen,
+    Hash256,
+    InvalidRequest,
+    MessageCode,
+    NotSupported,
+    SandboxNotFound,
+    ServiceNotFound,
+)
+from kforge.engine import EngineLimits, EngineStatus
+from kforge.engine.models import (
+    CreateSandbox,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxInfo,
+    SandboxState,
+    Service,
+    ServiceInfo,
+    ServiceResult,
+    SystemClock,
+)
+from kforge.events import AnyEventKind, Event, EventBus, Subscription, event_kind
+from kforge.link import Import
+from kforge.messages import Envelope, ExtensionCode, ReplyCode, decode_payload
+from kforge.program import ForgeProgram
+from kforge.proofs import ExecutionProof
+from kforge.proofs.replay import RunRecord
+from kforge.server.endpoint import current_request_id
+from kforge.wire import decode_msgpack, encode_msgpack
+
+__all__ = ["ClusterBus", "ClusterEngine", "ClusterMailbox", "ClusterUnavailable"]
+
+#: The longest one try of a request waits for its answer (then it is sent again).
+_TRY_SECONDS: Final = 5.0
+_CODES_BY_SANDBOX: Final = frozenset(
+    {
+        MessageCode.SANDBOX_STATUS,
+        MessageCode.SANDBOX_KILL,
+        MessageCode.EXEC_START,
+        MessageCode.PROOF_REQUEST,
+        ExtensionCode.SANDBOX_DELIVER,
+    }
+)
+
+
+class ClusterUnavailable(EngineNotOpen):
+    """No worker answered for a partition within the time allowed (HTTP 503)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"unavailable ({reason})")
+
+
+def _request_id() -> Hash256:
+    return current_request_id() or Hash256(os.urandom(32))
+
+
+class ClusterMailbox:
+    """Envelopes the engines sent an agent later, taken from ``KFORGE_MAILBOX``."""
+
+    def __init__(self, layout: Layout) -> None:
+        self._layout = layout
+        self._consumers: dict[AgentId, Any] = {}
+
+    async def _consumer(self, agent: AgentId) -> Any:
+        found = self._consumers.get(agent)
+        if found is None:
+            found = await self._layout.js.pull_subscribe(
+                names.mailbox_subject(agent),
+                durable=f"mailbox-{agent.hex[:32]}",
+                stream=names.MAILBOX_STREAM,
+                config=api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=30.0),
+            )
+            self._consumers[agent] = found
+        return found
+
+    async def take(self, agent: AgentId, timeout: float) -> list[Envelope]:
+        """Every envelope waiting for ``agent`` (waiting up to ``timeout`` for the first)."""
+        consumer = await self._consumer(agent)
+        taken: list[Envelope] = []
+        wait = max(timeout, 0.05)
+        while True:
+            try:
+                messages = await consumer.fetch(64, timeout=wait)
+            except nats.errors.TimeoutError:
+                return taken
+            for message in messages:
+                with contextlib.suppress(Exception):
+                    taken.append(Envelope.decode(message.data))
+                await message.ack()
+            if len(messages) < 64:
+                return taken
+            wait = 0.05
+
+    def drain(self, agent: AgentId) -> list[Envelope]:
+        """Nothing is kept here (see :meth:`take`)."""
+        return []
+
+
+class ClusterBus(EventBus):
+    """The events of every partition (``KFORGE_EVENTS``), as the in-process bus offers them.
+
+    ``seq`` is the stream's sequence number: cluster-wide, and where a subscriber
+    asks to start again (``since``).
+    """
+
+    def __init__(self, layout: Layout, default_maxsize: int = 4096) -> None:
+        super().__init__(default_maxsize=default_maxsize)
+        self._layout = layout
+        self._feeds: dict[int, Any] = {}
+        self._listening: Any = None
+        self._last_seq = 0
+
+    @property
+    def published(self) -> int:
+        return self._last_seq
+
+    async def start(self) -> None:
+        """Follow new events for the listeners (the server's notes on sandboxes)."""
+        self._listening = await self._layout.js.subscribe(
+            "kforge.events.>",
+            stream=names.EVENTS_STREAM,
+            cb=self._heard,
+            ordered_consumer=True,
+            deliver_policy=api.DeliverPolicy.NEW,
+        )
+
+    async def stop(self) -> None:
+        for feed in [self._listening, *self._feeds.values()]:
+            if feed is not None:
+                with contextlib.suppress(Exception):
+                    await feed.unsubscribe()
+        self._feeds.clear()
+
+    async def _heard(self, message: Msg) -> None:
+        event = _event_of(message)
+        if event is None:
+            return
+        self._last_seq = max(self._last_seq, event.seq)
+        for listener in self.listeners:
+            with contextlib.suppress(Exception):
+                listener(event)
+
+    def subscribe(
+        self,
+        kinds: Iterable[AnyEventKind] | None = None,
+        *,
+        sandbox_id: Hash256 | None = None,
+        owner: AgentId | None = None,
+        maxsize: int | None = None,
+        since: int | None = None,
+    ) -> Subscription:
+        """A subscription fed by a JetStream consumer on the matching subjects (from the
+        stream sequence ``since``, else from now)."""
+        subscription = super().subscribe(
+            kinds, sandbox_id=sandbox_id, owner=owner, maxsize=maxsize
+        )
+        filters = [
+            names.events_filter(int(kind), owner, sandbox_id) for kind in subscription.kinds
+        ] if subscription.kinds else [names.events_filter(None, owner, sandbox_id)]
+        config = api.ConsumerConfig(
+            filter_subjects=filters if len(filters) > 1 else None,
+            deliver_policy=(
+                api.DeliverPolicy.BY_START_SEQUENCE if since else api.DeliverPolicy.NEW
+            ),
+            opt_start_seq=since or None,
+        )
+
+        async def feed(message: Msg) -> None:
+            event = _event_of(message)
+            if event is not None and not subscription.closed:
+                subscription._offer(event)
+
+        async def open_feed() -> None:
+            self._feeds[id(subscription)] = await self._layout.js.subscribe(
+                filters[0],
+                stream=names.EVENTS_STREAM,
+                cb=feed,
+                ordered_consumer=True,
+                config=config,
+            )
+
+        self._opening = asyncio.get_running_loop().create_task(open_feed())
+        return subscription
+
+    async def ready(self) -> None:
+        """Wait until the last subscription's consumer exists (its events flow from then)."""
+        opening = getattr(self, "_opening", None)
+        if opening is not None:
+            await opening
+
+    def _remove(self, subscription: Subscription) -> None:
+        super()._remove(subscription)
+        feed = self._feeds.pop(id(subscription), None)
+        if feed is not None:
+            asyncio.get_running_loop().create_task(_unsubscribe(feed))
+
+
+async def _unsubscribe(feed: Any) -> None:
+    with contextlib.suppress(Exception):
+        await feed.unsubscribe()
+
+
+def _event_of(message: Msg) -> Event | None:
+    """The event a stream message holds, numbered by its stream sequence."""
+    try:
+        values = decode_msgpack(message.data, dict[str, Any], "event")
+        sandbox = values["sandbox_id"]
+        owner = values["owner"]
+        return Event(
+            message.metadata.sequence.stream,
+            event_kind(values["kind"]),
+            Hash256(bytes(sandbox)) if sandbox is not None else None,
+            AgentId(bytes(owner)) if owner is not None else None,
+            values["timestamp_ms"],
+            values["payload"],
+        )
+    except Exception:
+        return None
+
+
+class ClusterEngine:
+    """The engine a gateway serves: requests to the workers (see the module's description)."""
+
+    tier = "cluster"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        request_timeout: float = 30.0,
+        out: TextIO | None = None,
+        connect_timeout: float | None = None,
+    ) -> None:
+        self.url = url
+        self.request_timeout = request_timeout
+        self.clock = SystemClock()
+        #: What the server checks debugger sessions against (the workers check sandboxes).
+        self.limits = EngineLimits()
+        self.status = EngineStatus.UNOPENED
+        self._out = out
+        self._connect_timeout = connect_timeout
+        self._nc: Nats | None = None
+        self._layout: Layout | None = None
+        self._directory: dict[str, int] = {}
+        self.bus: ClusterBus
+        self.mailbox: ClusterMailbox
+        self.programs: ProgramStore
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> ClusterEngine:
+        if self.status is EngineStatus.UNOPENED:
+            self._nc = await connect(
+                self.url,
+                name="kforge-gateway",
+                who="kforge serve",
+                out=self._out,
+                give_up_after=self._connect_timeout,
+            )
+            self._layout = await open_layout(self._nc)
+            self.bus = ClusterBus(self._layout)
+            self.mailbox = ClusterMailbox(self._layout)
+            self.programs = ProgramStore(self._layout.programs)
+            await self.bus.start()
+            self.status = EngineStatus.OPEN
+        return self
+
+    async def close(self) -> None:
+        if self.status is EngineStatus.OPEN:
+            self.status = EngineStatus.CLOSED
+            await self.bus.stop()
+            if self._nc is not None:
+                with contextlib.suppress(Exception):
+                    await self._nc.drain()
+
+    async def __aenter__(self) -> ClusterEngine:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def layout(self) -> Layout:
+        if self._layout is None:
+            raise EngineNotOpen(self.status.value)
+        return self._layout
+
+    @property
+    def partitions(self) -> int:
+        return self.layout.partitions
+
+    # ------------------------------------------------------------------ sending
+
+    async def _request(self, subject: str, data: bytes, wait: float = 0.0) -> bytes:
+        """Send until a worker answers (same bytes, same request id), or give up."""
+        nc = self.layout.nc
+        deadline = time.monotonic() + self.request_timeout + wait
+        delay = 0.02
+        reason = "no worker answered"
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ClusterUnavailable(f"{subject}: {reason}")
+            try:
+                reply = await nc.request(subject, data, timeout=min(left, _TRY_SECONDS + wait))
+            except nats.errors.NoRespondersError:
+                reason = "no worker serves it (a failover may be under way)"
+            except nats.errors.TimeoutError:
+                reason = "the worker did not answer in time"
+            except nats.errors.Error as error:
+                reason = f"NATS: {error}"
+            else:
+                moved = (reply.headers or {}).get(MOVED)
+                if moved is None:
+                    return reply.data
+                reason = moved
+            await asyncio.sleep(delay)
+            delay = min(0.5, delay * 2)
+
+    async def _call(self, partition: int, call: Call, wait: float = 0.0) -> Any:
+        raw = await self._request(names.engine_subject(partition), encode_msgpack(call), wait)
+        answer = decode_msgpack(raw, Answer, "answer")
+        if answer.failure is not None:
+            raise relayed_error(answer.failure)
+        kind = RESULTS[type(call)]
+        if kind is None:
+            return None
+        return decode_msgpack(answer.value or b"", kind, "answer")
+
+    async def _where(self, kind: str, entity: Hash256) -> int:
+        key = f"{kind}.{entity.hex}"
+        partition = self._directory.get(key)
+        if partition is None:
+            try:
+                entry = await self.layout.directory.get(key)
+            except KeyNotFoundError:
+                if kind == "service":
+                    raise ServiceNotFound(entity) from None
+                raise SandboxNotFound(entity) from None
+            partition = decode_msgpack(entry.value or b"", DirectoryEntry, "directory").partition
+            self._directory[key] = partition
+        return partition
+
+    async def _sandbox_call(self, sandbox: Hash256, call: Call, wait: float = 0.0) -> Any:
+        if not isinstance(sandbox, Hash256):
+            raise SandboxNotFound(sandbox)
+        return await self._call(await self._where("sandbox", sandbox), call, wait)
+
+    async def _everywhere(self, call: Call) -> list[Any]:
+        results = await asyncio.gather(
+            *(self._call(partition, call) for partition in range(self.partitions))
+        )
+        return [item for result in results for item in result]
+
+    # ------------------------------------------------------------------ programs
+
+    async def put_program(self, program: ForgeProgram) -> Hash256:
+        return await self.programs.put_program(program)
+
+    async def load_program(self, program_id: Hash256) -> ForgeProgram:
+        return await self.programs.load(program_id)
+
+    # ------------------------------------------------------------------ sandboxes
+
+    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
+        if not isinstance(request, CreateSandbox):
+            raise InvalidRequest("request", f"expected a CreateSandbox, got {type(request).__name__}")
+        request_id = _request_id()
+        partition = names.partition_of(request_id, self.partitions)
+        created: Hash256 = await self._call(partition, Create(request_id, request))
+        self._directory[f"sandbox.{created.hex}"] = partition
+        return created
+
+    async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
+        info: SandboxInfo = await self._sandbox_call(
+            sandbox_id, Status(_request_id(), sandbox_id, requester)
+        )
+        return info
+
+    async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
+        return await self._everywhere(ListSandboxes(_request_id(), owner))
+
+    async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        await self._sandbox_call(sandbox_id, Start(_request_id(), sandbox_id, requester))
+
+    async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
+        state: SandboxState = await self._sandbox_call(
+            sandbox_id, Step(_request_id(), sandbox_id, requester)
+        )
+        return state
+
+    async def deliver(
+        self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
+    ) -> None:
+        await self._sandbox_call(
+            sandbox_id, Deliver(_request_id(), sandbox_id, requester, channel, bytes(data))
+        )
+
+    async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        await self._sandbox_call(sandbox_id, Kill(_request_id(), sandbox_id, requester))
+
+    async def wait(
+        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+    ) -> ExecResult:
+        """The result once stopped; asked again (of whoever runs the partition then) until
+        it comes or ``timeout`` passes (``TimeoutError``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _TRY_SECONDS * 6 if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                result: ExecResult = await self._sandbox_call(
+                    sandbox_id, Wait(_request_id(), sandbox_id, requester, left), wait=left
+                )
+                return result
+            except TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
+        await self._sandbox_call(sandbox_id, Forget(_request_id(), sandbox_id, requester))
+        self._directory.pop(f"sandbox.{sandbox_id.hex}", None)
+
+    async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
+        calls: tuple[HostCall, ...] = await self._sandbox_call(
+            sandbox_id, IoLog(_request_id(), sandbox_id, requester)
+        )
+        return calls
+
+    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidRequest("offset", f"expected an integer of at least 0, got {offset!r}")
+        data: bytes = await self._sandbox_call(
+            sandbox_id, Output(_request_id(), sandbox_id, requester, offset)
+        )
+        return data
+
+    async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
+        raw = await self._sandbox_call(sandbox_id, RunRecordOf(_request_id(), sandbox_id, requester))
+        return RunRecord.from_bytes(raw)
+
+    async def request_proof(self, sandbox_id: Hash256, requester: AgentId) -> ExecutionProof:
+        raw = await self._sandbox_call(
+            sandbox_id, Prove(_request_id(), sandbox_id, requester), wait=_TRY_SECONDS
+        )
+        return ExecutionProof.from_bytes(raw)
+
+    async def grant(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId,
+        agent: AgentId,
+        operations: Iterable[Operation],
+    ) -> None:
+        await self._sandbox_call(
+            sandbox_id, Grant(_request_id(), sandbox_id, requester, agent, tuple(operations))
+        )
+
+    async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
+        await self._sandbox_call(sandbox_id, Revoke(_request_id(), sandbox_id, requester, agent))
+
+    # ------------------------------------------------------------------ links, services, cycles
+
+    async def link_resolve(
+        self, program_id: Hash256, imports: Sequence[Import], requester: AgentId
+    ) -> Hash256:
+        request_id = _request_id()
+        partition = names.partition_of(request_id, self.partitions)
+        resolved: Hash256 = await self._call(
+            partition, Link(request_id, program_id, tuple(imports), requester)
+        )
+        return resolved
+
+    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
+        raise NotSupported("cycles in a cluster (every partition would have to begin one at once)")
+
+    async def create_service(self, service: Service) -> Hash256:
+        partition = await self._where("sandbox", service.sandbox)
+        created: Hash256 = await self._call(partition, CreateService(_request_id(), service))
+        self._directory[f"service.{created.hex}"] = partition
+        return created
+
+    async def service_info(self, service_id: Hash256) -> ServiceInfo:
+        partition = await self._where("service", service_id)
+        info: ServiceInfo = await self._call(partition, ServiceInfoOf(_request_id(), service_id))
+        return info
+
+    async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]:
+        return await self._everywhere(ListServices(_request_id(), owner))
+
+    async def call_service(
+        self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
+    ) -> ServiceResult:
+        partition = await self._where("service", service_id)
+        wait = self.request_timeout
+        result: ServiceResult = await self._call(
+            partition,
+            CallService(_request_id(), service_id, bytes(endpoint), bytes(data), caller, wait),
+            wait=wait,
+        )
+        return result
+
+    async def fund_service(self, service_id: Hash256, requester: AgentId) -> None:
+        partition = await self._where("service", service_id)
+        await self._call(partition, FundService(_request_id(), service_id, requester))
+
+    # ------------------------------------------------------------------ messages
+
+    async def _partition_for(self, envelope: Envelope) -> int:
+        """Where an envelope goes: by the sandbox or service it names, else by its id."""
+        code = envelope.code
+        try:
+            if code in _CODES_BY_SANDBOX:
+                return await self._where("sandbox", decode_payload(code, envelope.payload).sandbox_id)
+            if code == MessageCode.SERVICE_CREATE:
+                return await self._where("sandbox", decode_payload(code, envelope.payload).sandbox)
+            if code in (MessageCode.SERVICE_CALL, ExtensionCode.SERVICE_FUND):
+                return await self._where(
+                    "service", decode_payload(code, envelope.payload).service_id
+                )
+        except (InvalidRequest, SandboxNotFound, ServiceNotFound):
+            pass  # the engine there refuses it as it would anywhere
+        return names.partition_of(envelope.id, self.partitions)
+
+    async def dispatch(self, envelope: Envelope) -> Envelope:
+        """Send the envelope to the engine it concerns; returns that engine's reply."""
+        partition = await self._partition_for(envelope)
+        reply = Envelope.decode(
+            await self._request(names.forge_subject(partition), envelope.encode())
+        )
+        if reply.code == ReplyCode.ACK and envelope.code == MessageCode.SANDBOX_CREATE:
+            with contextlib.suppress(Exception):
+                created = decode_payload(reply.code, reply.payload).sandbox_id
+                if created is not None:
+                    self._directory[f"sandbox.{created.hex}"] = partition
+        return reply
+
+    async def dispatch_bytes(self, raw: bytes) -> bytes:
+        try:
+            envelope = Envelope.decode(raw)
+        except InvalidRequest:
+            partition = 0
+            return await self._request(names.forge_subject(partition), raw)
+        return (await self.dispatch(envelope)).encode()

@@ -1,0 +1,497 @@
+"""One partition served by a worker: an :class:`~kforge.engine.Engine` on a JetStream
+journal, answering its subjects.
+
+Taking a partition over (:meth:`Partition.take`): read its journal and latest
+snapshot, add to the shared accounts what the journal holds and they do not,
+fetch the programs its records name, build the engine on the journal (the
+engine rebuilds itself exactly as a durable engine does after a restart: same
+records, same ``apply``), send again the events and directory entries of the
+last minute (JetStream drops the copies), then subscribe to
+``kforge.forge.<p>`` and ``kforge.engine.<p>``.
+
+A request that changes the engine is answered once its records are stored
+(:meth:`~kforge.cluster.journal_store.JetStreamJournalStore.settled`), and its
+reply is stored with them: the same request id sent again, here or to the next
+worker that takes the partition, gets the same reply.
+
+After each stored batch, what follows from it: the directory entries of new
+(and forgotten) sandboxes and services, the accounts' changes, the events
+(derived from the records, exactly as the embedded engine derives them, each
+with the message id ``<p>.<row>.<n>`` so that none is stored twice) and the
+mailbox envelopes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import nats.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+from kforge.accounting import Opening
+from kforge.cluster import names
+from kforge.cluster.accounts import AccountChange, AccountsBucket, SharedLedger, StoredAccount
+from kforge.cluster.connection import DUPLICATE_WINDOW, Layout
+from kforge.cluster.journal_store import Batch, JetStreamJournalStore, PartitionLost
+from kforge.cluster.programs import ObjectVault
+from kforge.cluster.protocol import (
+    MOVED,
+    Answer,
+    AnyCall,
+    CallService,
+    Create,
+    CreateService,
+    Deliver,
+    DirectoryEntry,
+    Forget,
+    FundService,
+    Grant,
+    IoLog,
+    Kill,
+    Link,
+    ListSandboxes,
+    ListServices,
+    Output,
+    Prove,
+    Revoke,
+    RunRecordOf,
+    ServiceInfoOf,
+    Start,
+    Status,
+    Step,
+    Wait,
+    failure_of,
+)
+from kforge.core import AgentId, ForgeError, Hash256, InvalidRequest, MessageCode, NotSupported
+from kforge.engine import Engine, EngineLimits
+from kforge.engine.journal import Row
+from kforge.engine.projection import events_of
+from kforge.engine.records import (
+    AnyRecord,
+    Record,
+    SandboxCreated,
+    SandboxForgotten,
+    ServiceCreated,
+)
+from kforge.events import Event
+from kforge.messages import Envelope, ExtensionCode, Mailbox, decode_payload
+from kforge.messages.payloads import CreateSandbox, LinkResolve
+from kforge.tiers import TierRunner
+from kforge.wire import decode_msgpack, encode_msgpack
+
+__all__ = ["Partition", "PartitionSettings"]
+
+#: Replies remembered per partition (a request sent again later than this many is done again).
+_REMEMBERED_REPLIES: Final = 100_000
+#: Events and directory entries of the journal's rows younger than this are sent again
+#: when a worker takes a partition over (within JetStream's duplicate window).
+_RESEND_SECONDS: Final = DUPLICATE_WINDOW * 0.8
+#: At most this many events are sent before their acknowledgements are awaited.
+_EVENTS_IN_FLIGHT: Final = 512
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSettings:
+    """What every partition of a worker shares."""
+
+    limits: EngineLimits
+    opening: Opening
+    snapshot_every: int = 1000
+    write_timeout: float = 10.0
+    max_wait_seconds: float = 60.0
+
+
+class _JournalMailbox(Mailbox):
+    """The engine's mailbox in a cluster: envelopes go out with the batch being gathered."""
+
+    def __init__(self, store: JetStreamJournalStore) -> None:
+        super().__init__()
+        self._store = store
+
+    def post(self, recipient: AgentId, envelope: Envelope) -> None:
+        self._store.post_mail(recipient, envelope)
+
+
+def _record(row: Row) -> Record:
+    record: Record = decode_msgpack(row.body, AnyRecord, "record")  # type: ignore[arg-type]
+    return record
+
+
+def _program_ids(code: Hash256, imports: Iterable[Any]) -> list[Hash256]:
+    return [code, *(item.from_ for item in imports)]
+
+
+class Partition:
+    """A partition this worker serves (see the module's description)."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        number: int,
+        store: JetStreamJournalStore,
+        ledger: SharedLedger,
+        vault: ObjectVault,
+        engine: Engine,
+        accounts: AccountsBucket,
+        settings: PartitionSettings,
+    ) -> None:
+        self.layout = layout
+        self.number = number
+        self.store = store
+        self.ledger = ledger
+        self.vault = vault
+        self.engine = engine
+        self.accounts = accounts
+        self.settings = settings
+        self._replies: OrderedDict[Hash256, bytes] = OrderedDict(store.replies)
+        store.replies = {}
+        self._running: dict[Hash256, asyncio.Future[bytes]] = {}
+        self._subscriptions: list[Subscription] = []
+        self._events_sent = 0
+        self.closing = False
+        self.taken_at = time.time()
+
+    # ------------------------------------------------------------------ taking, leaving
+
+    @classmethod
+    async def take(
+        cls,
+        layout: Layout,
+        number: int,
+        runner: TierRunner,
+        accounts: AccountsBucket,
+        mirror: dict[AgentId, StoredAccount],
+        settings: PartitionSettings,
+        on_lost: Callable[[str], None],
+    ) -> Partition:
+        """Rebuild the partition from its journal and start serving it."""
+        store = await JetStreamJournalStore.load(
+            layout, number, write_timeout=settings.write_timeout
+        )
+        await accounts.catch_up(number, store.account_batches)
+        ledger = SharedLedger(number, settings.opening)
+        for agent in {change.agent for _, batch in store.account_batches for change in batch}:
+            stored, _ = await accounts.read(agent)
+            mirror[agent] = stored
+        for agent, stored in mirror.items():
+            ledger.absorb(agent, stored)
+        store.account_batches = []
+        vault = ObjectVault(layout.programs)
+        await vault.fetch(_named_programs(store.rows()))
+        engine = Engine(
+            vault,
+            ledger=ledger,
+            tier=runner,
+            limits=settings.limits,
+            journal_store=store,
+            snapshot_every=settings.snapshot_every,
+            mailbox=_JournalMailbox(store),
+        )
+        partition = cls(layout, number, store, ledger, vault, engine, accounts, settings)
+        recent = [
+            row for row in store.rows() if row.time_ms >= (time.time() - _RESEND_SECONDS) * 1000
+        ]
+        store.on_lost = on_lost
+        store.take_accounts = partition._take_accounts
+        store.after_stored = partition._after_stored
+        store.before_write = vault.upload
+        store.start()
+        await engine.open()
+        store.forget_history()
+        await partition._follow_rows(recent)
+        await partition._subscribe()
+        return partition
+
+    async def _subscribe(self) -> None:
+        nc = self.layout.nc
+        self._subscriptions = [
+            await nc.subscribe(names.forge_subject(self.number), cb=self._on_forge),
+            await nc.subscribe(names.engine_subject(self.number), cb=self._on_engine),
+        ]
+
+    async def _unsubscribe(self) -> None:
+        for subscription in self._subscriptions:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+        self._subscriptions = []
+
+    async def hand_over(self) -> None:
+        """Stop serving, snapshot, write everything, and let go (a drain or a rebalance)."""
+        self.closing = True
+        await self._unsubscribe()
+        with contextlib.suppress(Exception):
+            await self.engine.close()
+        await self.store.drain()
+
+    async def abandon(self) -> None:
+        """Stop at once, writing nothing (another worker has the partition, or will)."""
+        self.closing = True
+        self.store.lost = self.store.lost or "abandoned"
+        await self._unsubscribe()
+        await self.store.stop()
+        with contextlib.suppress(Exception):
+            await self.engine.close()
+
+    @property
+    def live_sandboxes(self) -> int:
+        return self.engine.state.live_count
+
+    # ------------------------------------------------------------------ after each stored batch
+
+    def _take_accounts(self) -> tuple[AccountChange, ...]:
+        return self.ledger.take_changes()
+
+    async def _after_stored(self, batch: Batch) -> None:
+        if batch.accounts:
+            self.ledger.journaled(batch.final, batch.accounts)
+            for change in batch.accounts:
+                stored = await self.accounts.add(
+                    self.number, batch.final, change.agent, change.amounts()
+                )
+                self.ledger.absorb(change.agent, stored)
+            self.ledger.applied(batch.final)
+        await self._follow_rows(batch.rows)
+        for mail in batch.mail:
+            envelope = Envelope.decode(mail.envelope)
+            await self._publish(
+                names.mailbox_subject(mail.recipient), mail.envelope, f"mail.{envelope.id.hex}"
+            )
+
+    async def _follow_rows(self, rows: Iterable[Row]) -> None:
+        """Directory entries and events of stored rows."""
+        acks: list[asyncio.Future[Any]] = []
+        js = self.layout.js
+        for row in rows:
+            record = _record(row)
+            await self._directory(record)
+            for index, spec in enumerate(events_of(record)):
+                event = Event(0, spec.kind, spec.sandbox_id, spec.owner, row.time_ms, spec.payload)
+                subject = names.event_subject(int(spec.kind), spec.owner, spec.sandbox_id)
+                message_id = f"{self.number}.{row.seq}.{index}"
+                acks.append(
+                    await js.publish_async(
+                        subject, event.encode(), headers={"Nats-Msg-Id": message_id}
+                    )
+                )
+                self._events_sent += 1
+                if len(acks) >= _EVENTS_IN_FLIGHT:
+                    await self._settle_events(acks)
+        await self._settle_events(acks)
+
+    async def _settle_events(self, acks: list[asyncio.Future[Any]]) -> None:
+        if acks:
+            await asyncio.gather(*acks)
+            acks.clear()
+
+    async def _publish(self, subject: str, data: bytes, message_id: str) -> None:
+        delay = 0.05
+        while True:
+            try:
+                await self.layout.js.publish(
+                    subject, data, timeout=2.0, headers={"Nats-Msg-Id": message_id}
+                )
+                return
+            except (nats.errors.Error, OSError, asyncio.TimeoutError):
+                if self.store.lost is not None:
+                    raise PartitionLost(self.store.lost) from None
+                await asyncio.sleep(delay)
+                delay = min(1.0, delay * 2)
+
+    async def _directory(self, record: Record) -> None:
+        directory = self.layout.directory
+        if isinstance(record, SandboxCreated):
+            entry = DirectoryEntry(self.number, record.request.owner)
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await directory.create(f"sandbox.{record.sandbox.hex}", encode_msgpack(entry))
+        elif isinstance(record, ServiceCreated):
+            entry = DirectoryEntry(self.number, record.owner)
+            with contextlib.suppress(KeyWrongLastSequenceError):
+                await directory.create(f"service.{record.service.hex}", encode_msgpack(entry))
+        elif isinstance(record, SandboxForgotten):
+            with contextlib.suppress(KeyNotFoundError):
+                await directory.purge(f"sandbox.{record.sandbox.hex}")
+
+    # ------------------------------------------------------------------ requests
+
+    async def _respond(self, message: Msg, reply: bytes | None, moved: str | None = None) -> None:
+        if not message.reply:
+            return
+        headers = {MOVED: moved} if moved is not None else None
+        with contextlib.suppress(Exception):
+            await self.layout.nc.publish(message.reply, reply or b"", headers=headers)
+
+    async def _once(self, request: Hash256, work: Callable[[], Awaitable[bytes]]) -> bytes:
+        """Answer ``request`` once: its stored reply if it was answered before."""
+        known = self._replies.get(request)
+        if known is not None:
+            return known
+        running = self._running.get(request)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._running[request] = future
+        try:
+            pending = self.store.begin()
+            reply = b""
+            try:
+                reply = await work()
+            finally:
+                batch = self.store.finish(pending, request, reply)
+            await self.store.settled(batch)
+            self._remember(request, reply)
+            future.set_result(reply)
+            return reply
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # marked as seen
+            raise
+        finally:
+            self._running.pop(request, None)
+
+    def _remember(self, request: Hash256, reply: bytes) -> None:
+        self._replies[request] = reply
+        while len(self._replies) > _REMEMBERED_REPLIES:
+            self._replies.popitem(last=False)
+
+    async def _on_forge(self, message: Msg) -> None:
+        """A Forge envelope: the engine's dispatcher answers it."""
+        if self.closing:
+            await self._respond(message, None, "the partition is being handed over")
+            return
+        raw = message.data
+        try:
+            envelope = Envelope.decode(raw)
+        except ForgeError:
+            await self._respond(message, await self.engine.dispatch_bytes(raw))
+            return
+        try:
+            if envelope.code == ExtensionCode.CYCLE_ADVANCE:
+                reply = self.engine.ctx.replies.error(
+                    NotSupported("CYCLE_ADVANCE in a cluster"), envelope.id
+                ).encode()
+            elif envelope.code == MessageCode.SANDBOX_STATUS:
+                reply = await self.engine.dispatch_bytes(raw)
+            else:
+                await self._fetch_for_envelope(envelope)
+                reply = await self._once(envelope.id, lambda: self.engine.dispatch_bytes(raw))
+        except (PartitionLost, asyncio.CancelledError):
+            await self._respond(message, None, "the partition moved")
+            return
+        await self._respond(message, reply)
+
+    async def _fetch_for_envelope(self, envelope: Envelope) -> None:
+        try:
+            if envelope.code == MessageCode.SANDBOX_CREATE:
+                create: CreateSandbox = decode_payload(envelope.code, envelope.payload)
+                await self.vault.fetch(_program_ids(create.code, create.imports))
+            elif envelope.code == MessageCode.LINK_RESOLVE:
+                link: LinkResolve = decode_payload(envelope.code, envelope.payload)
+                await self.vault.fetch(_program_ids(link.program, link.imports))
+        except InvalidRequest:
+            return  # the dispatcher refuses it
+
+    async def _on_engine(self, message: Msg) -> None:
+        """An engine operation from a gateway (:mod:`kforge.cluster.protocol`)."""
+        if self.closing:
+            await self._respond(message, None, "the partition is being handed over")
+            return
+        try:
+            call = decode_msgpack(message.data, AnyCall, "call")
+        except ForgeError as error:
+            await self._respond(message, encode_msgpack(Answer(failure=failure_of(error))))
+            return
+        try:
+            if call.changes:
+                reply = await self._once(call.request, lambda: self._perform(call))
+            else:
+                reply = await self._perform(call)
+        except (PartitionLost, asyncio.CancelledError):
+            await self._respond(message, None, "the partition moved")
+            return
+        if self.closing and call.changes is False and not reply:
+            await self._respond(message, None, "the partition moved")
+            return
+        await self._respond(message, reply)
+
+    async def _perform(self, call: Any) -> bytes:
+        try:
+            value = await self._run(call)
+        except asyncio.CancelledError:
+            if self.closing:
+                raise
+            return encode_msgpack(Answer(failure=failure_of(TimeoutError("cancelled"))))
+        except Exception as error:
+            return encode_msgpack(Answer(failure=failure_of(error)))
+        return encode_msgpack(Answer(value=encode_msgpack(value)))
+
+    async def _run(self, call: Any) -> Any:  # noqa: PLR0911 (one branch per operation)
+        engine = self.engine
+        match call:
+            case Create(create=request):
+                await self.vault.fetch(_program_ids(request.code, request.imports))
+                return await engine.create_sandbox(request)
+            case Status(sandbox=sandbox, requester=requester):
+                return await engine.sandbox_status(sandbox, requester)
+            case ListSandboxes(owner=owner):
+                return tuple(await engine.list_sandboxes(owner))
+            case Start(sandbox=sandbox, requester=requester):
+                return await engine.exec_start(sandbox, requester)
+            case Step(sandbox=sandbox, requester=requester):
+                return await engine.step(sandbox, requester)
+            case Deliver(sandbox=sandbox, requester=requester, channel=channel, data=data):
+                return await engine.deliver(sandbox, channel, data, requester)
+            case Kill(sandbox=sandbox, requester=requester):
+                return await engine.kill_sandbox(sandbox, requester)
+            case Wait(sandbox=sandbox, requester=requester, timeout=timeout):
+                limit = max(0.0, min(timeout, self.settings.max_wait_seconds))
+                return await engine.wait(sandbox, requester, timeout=limit)
+            case Forget(sandbox=sandbox, requester=requester):
+                return await engine.forget(sandbox, requester)
+            case IoLog(sandbox=sandbox, requester=requester):
+                return await engine.io_log(sandbox, requester)
+            case Output(sandbox=sandbox, requester=requester, offset=offset):
+                return await engine.output(sandbox, requester, offset=offset)
+            case RunRecordOf(sandbox=sandbox, requester=requester):
+                return (await engine.run_record(sandbox, requester)).to_bytes()
+            case Prove(sandbox=sandbox, requester=requester):
+                return (await engine.request_proof(sandbox, requester)).to_bytes()
+            case Grant(sandbox=sandbox, requester=requester, agent=agent, operations=operations):
+                return await engine.grant(sandbox, requester, agent, operations)
+            case Revoke(sandbox=sandbox, requester=requester, agent=agent):
+                return await engine.revoke(sandbox, requester, agent)
+            case Link(program=program, imports=imports, requester=requester):
+                await self.vault.fetch(_program_ids(program, imports))
+                return await engine.link_resolve(program, imports, requester)
+            case CreateService(service=service):
+                return await engine.create_service(service)
+            case ServiceInfoOf(service=service):
+                return await engine.service_info(service)
+            case ListServices(owner=owner):
+                return tuple(await engine.list_services(owner))
+            case CallService(service=service, endpoint=endpoint, data=data, caller=caller):
+                limit = max(0.0, min(call.timeout, self.settings.max_wait_seconds))
+                return await asyncio.wait_for(
+                    engine.call_service(service, endpoint, data, caller), limit
+                )
+            case FundService(service=service, requester=requester):
+                return await engine.fund_service(service, requester)
+        raise InvalidRequest("op", f"{type(call).__name__} is not an operation of the engine")
+
+
+def _named_programs(rows: Iterable[Row]) -> list[Hash256]:
+    """Every program the journal's creations name (what a rebuild loads)."""
+    found: list[Hash256] = []
+    for row in rows:
+        record = _record(row)
+        if isinstance(record, SandboxCreated):
+            found.append(record.program)
+            found.extend(_program_ids(record.request.code, record.request.imports))
+    return found

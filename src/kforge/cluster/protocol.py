@@ -1,0 +1,320 @@
+"""What gateways ask workers on ``kforge.engine.<p>``: one schema per engine operation.
+
+Forge envelopes travel as they are on ``kforge.forge.<p>`` (the engine's
+:class:`~kforge.engine.dispatch.Dispatcher` answers them); the HTTP API also needs
+the engine's other methods (status, wait, output, grants, ...), each a
+:class:`Call` here, tagged with its name, answered with an :class:`Answer`: the
+method's result in msgpack, or the error it raised, or a note that the partition
+is not here (any more) and the call should be sent again.
+
+Every call carries ``request``, the id the client gave the HTTP request (or one
+the gateway drew): a worker answers a request it has answered before with the
+same reply, so a client whose gateway died mid-request sends it again and gets
+one result, not two.  ``requester`` is the agent the gateway authenticated:
+NATS is the cluster's trust boundary (``docs/cluster.md``).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, ClassVar, Final
+
+from kforge.core import AgentId, ErrorCategory, ForgeError, Hash256, InvalidRequest, KingdomError
+from kforge.engine.models import (
+    CreateSandbox,
+    ExecResult,
+    HostCall,
+    Operation,
+    SandboxInfo,
+    SandboxState,
+    Service,
+    ServiceInfo,
+    ServiceResult,
+)
+from kforge.link import Import
+from kforge.wire import U8, U16, U32, U63, Schema
+
+__all__ = [
+    "MOVED",
+    "RESULTS",
+    "Answer",
+    "AnyCall",
+    "Call",
+    "DirectoryEntry",
+    "Failure",
+    "failure_of",
+    "relayed_error",
+]
+
+
+class Call(Schema, frozen=True, tag=True, tag_field="op"):
+    """One engine operation (the tag is the class name)."""
+
+    request: Hash256
+
+    #: Whether the call changes the engine (answered once per request id).
+    changes: ClassVar[bool] = True
+
+
+class SandboxCall(Call, frozen=True):
+    sandbox: Hash256
+    requester: AgentId
+
+
+class Create(Call, frozen=True):
+    create: CreateSandbox
+
+
+class Status(SandboxCall, frozen=True):
+    changes: ClassVar[bool] = False
+
+
+class ListSandboxes(Call, frozen=True):
+    owner: AgentId | None = None
+    changes: ClassVar[bool] = False
+
+
+class Start(SandboxCall, frozen=True):
+    pass
+
+
+class Step(SandboxCall, frozen=True):
+    pass
+
+
+class Deliver(SandboxCall, frozen=True):
+    channel: U8
+    data: bytes
+
+
+class Kill(SandboxCall, frozen=True):
+    pass
+
+
+class Wait(Call, frozen=True):
+    sandbox: Hash256
+    requester: AgentId | None
+    timeout: float
+    changes: ClassVar[bool] = False
+
+
+class Forget(SandboxCall, frozen=True):
+    pass
+
+
+class IoLog(SandboxCall, frozen=True):
+    changes: ClassVar[bool] = False
+
+
+class Output(SandboxCall, frozen=True):
+    offset: U63 = 0
+    changes: ClassVar[bool] = False
+
+
+class RunRecordOf(SandboxCall, frozen=True):
+    changes: ClassVar[bool] = False
+
+
+class Prove(SandboxCall, frozen=True):
+    pass
+
+
+class Grant(SandboxCall, frozen=True):
+    agent: AgentId
+    operations: tuple[Operation, ...]
+
+
+class Revoke(SandboxCall, frozen=True):
+    agent: AgentId
+
+
+class Link(Call, frozen=True):
+    program: Hash256
+    imports: tuple[Import, ...]
+    requester: AgentId
+
+
+class CreateService(Call, frozen=True):
+    service: Service
+
+
+class ServiceInfoOf(Call, frozen=True):
+    service: Hash256
+    changes: ClassVar[bool] = False
+
+
+class ListServices(Call, frozen=True):
+    owner: AgentId | None = None
+    changes: ClassVar[bool] = False
+
+
+class CallService(Call, frozen=True):
+    service: Hash256
+    endpoint: bytes
+    data: bytes
+    caller: AgentId
+    timeout: float
+
+
+class FundService(Call, frozen=True):
+    service: Hash256
+    requester: AgentId
+
+
+AnyCall = (
+    Create
+    | Status
+    | ListSandboxes
+    | Start
+    | Step
+    | Deliver
+    | Kill
+    | Wait
+    | Forget
+    | IoLog
+    | Output
+    | RunRecordOf
+    | Prove
+    | Grant
+    | Revoke
+    | Link
+    | CreateService
+    | ServiceInfoOf
+    | ListServices
+    | CallService
+    | FundService
+)
+
+
+class Failure(Schema, frozen=True):
+    """An error a worker's engine raised, as the gateway raises it again.
+
+    ``kind`` is the error's class name; ``code``, ``category``, ``message`` and
+    ``context`` its ``KingdomError``; ``http_status`` the status its class carries.
+    ``kind == "TimeoutError"`` is a wait that timed out.
+    """
+
+    kind: str
+    message: str
+    code: U32
+    category: str
+    context: dict[bytes, bytes]
+    http_status: U16
+
+
+class Answer(Schema, frozen=True):
+    """A worker's answer: ``value`` (the result in msgpack) or ``failure``.
+
+    A worker that does not (or no longer) serve the partition answers with no body
+    and the header :data:`MOVED` saying why: the call is sent again.
+    """
+
+    value: bytes | None = None
+    failure: Failure | None = None
+
+
+#: The header of an answer that says "not here: send it again".
+MOVED: Final = "Kforge-Moved"
+
+
+class DirectoryEntry(Schema, frozen=True):
+    """Where a sandbox or service lives (``kforge_directory``: ``sandbox.<id>``, ``service.<id>``)."""
+
+    partition: U16
+    owner: AgentId
+
+
+#: The result type of each call (what ``Answer.value`` decodes to).
+RESULTS: Final[dict[type[Call], Any]] = {
+    Create: Hash256,
+    Status: SandboxInfo,
+    ListSandboxes: tuple[SandboxInfo, ...],
+    Start: None,
+    Step: SandboxState,
+    Deliver: None,
+    Kill: None,
+    Wait: ExecResult,
+    Forget: None,
+    IoLog: tuple[HostCall, ...],
+    Output: bytes,
+    RunRecordOf: bytes,
+    Prove: bytes,
+    Grant: None,
+    Revoke: None,
+    Link: Hash256,
+    CreateService: Hash256,
+    ServiceInfoOf: ServiceInfo,
+    ListServices: tuple[ServiceInfo, ...],
+    CallService: ServiceResult,
+    FundService: None,
+}
+
+
+def failure_of(error: BaseException) -> Failure:
+    if isinstance(error, ForgeError):
+        kingdom = error.to_kingdom_error()
+        return Failure(
+            type(error).__name__,
+            str(error),
+            kingdom.code,
+            kingdom.category.value,
+            dict(kingdom.context),
+            error.http_status,
+        )
+    if isinstance(error, TimeoutError):
+        return Failure("TimeoutError", str(error) or "timed out", 0x05FF, "Internal", {}, 408)
+    return Failure(
+        "Internal",
+        f"internal error: {type(error).__name__}: {error}",
+        0x05FF,
+        ErrorCategory.INTERNAL.value,
+        {},
+        500,
+    )
+
+
+def _subclasses(base: type[ForgeError]) -> dict[str, type[ForgeError]]:
+    found = {base.__name__: base}
+    for sub in base.__subclasses__():
+        if not sub.__name__.startswith("_"):
+            found.update(_subclasses(sub))
+    return found
+
+
+@cache
+def _relayed_class(base: type[ForgeError]) -> type[ForgeError]:
+    """``base`` with the facts of the original error instead of its own (see :func:`relayed_error`)."""
+
+    def to_kingdom_error(
+        self: Any, context: dict[bytes, bytes] | None = None
+    ) -> KingdomError:
+        kingdom: KingdomError = self.relayed
+        return KingdomError(kingdom.code, kingdom.category, kingdom.message, {**kingdom.context, **(context or {})})
+
+    return type(base.__name__, (base,), {"to_kingdom_error": to_kingdom_error, "__module__": __name__})
+
+
+def relayed_error(failure: Failure) -> BaseException:
+    """The error a worker raised, raised again here: of its class when the gateway knows it
+    (so ``except PermissionDenied`` still catches it), with its message, code, category,
+    context and HTTP status."""
+    if failure.kind == "TimeoutError":
+        return TimeoutError(failure.message)
+    from kforge.accounting import InsufficientResources  # noqa: F401  (registers the class)
+    from kforge.engine.models import ServiceCallFailed  # noqa: F401
+
+    base = _subclasses(ForgeError).get(failure.kind, ForgeError)
+    kind = _relayed_class(base)
+    error = kind.__new__(kind)
+    Exception.__init__(error, failure.message)
+    try:
+        category = ErrorCategory(failure.category)
+    except ValueError:
+        category = ErrorCategory.INTERNAL
+    message = failure.message.encode()
+    error.relayed = KingdomError(failure.code, category, message, dict(failure.context))  # type: ignore[attr-defined]
+    error.http_status = failure.http_status  # type: ignore[misc]
+    error.reason = failure.message  # type: ignore[attr-defined]
+    if isinstance(error, InvalidRequest):
+        error.field = failure.context.get(b"field", b"").decode("utf-8", "replace")
+    return error

@@ -1,0 +1,259 @@
+"""``kforge worker --nats URL``: a process that runs the partitions its leases give it.
+
+Every quarter of the lease time the worker writes its heartbeat (``kforge_workers``:
+its partitions and their load), renews its leases, works out the placement from
+the live workers (:func:`kforge.cluster.leases.assignment`), takes the partitions
+placed on it whose leases are free or expired (rebuilding each from its journal),
+and hands over those placed on another live worker.  A partition whose lease it
+cannot renew it abandons at once.
+
+On SIGTERM (or Ctrl-C) the worker *drains*: it says so in its heartbeat (so it
+gets nothing new), hands over every partition (snapshot, last batch written,
+lease released: the next worker need not wait for it to expire) and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from nats.aio.client import Client as Nats
+from nats.js.errors import KeyNotFoundError
+
+from kforge.accounting import OPEN_ACCOUNTS, Opening
+from kforge.cluster.accounts import AccountsBucket, StoredAccount
+from kforge.cluster.connection import Layout, connect, open_layout
+from kforge.cluster.leases import LeaseBook, PartitionLoad, WorkerRecord, assignment
+from kforge.cluster.partition import Partition, PartitionSettings
+from kforge.core import AgentId
+from kforge.engine import EngineLimits
+from kforge.tiers import TierRunner
+from kforge.wire import decode_msgpack, encode_msgpack
+
+__all__ = ["Worker", "WorkerConfig", "live_workers"]
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How a worker runs.  ``lease_seconds``: how long a dead worker's partitions wait."""
+
+    url: str
+    worker_id: str = ""
+    lease_seconds: float = 3.0
+    tier: str = "auto"
+    limits: EngineLimits = field(default_factory=EngineLimits)
+    opening: Opening = OPEN_ACCOUNTS
+    snapshot_every: int = 1000
+    partitions: int = 16
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, WorkerRecord]:
+    """The workers whose heartbeat is younger than the lease time (draining ones too)."""
+    found: dict[str, WorkerRecord] = {}
+    try:
+        keys = await layout.workers.keys()
+    except Exception:  # nats' NoKeysError: an empty bucket
+        return found
+    now = _now_ms()
+    for key in keys:
+        with contextlib.suppress(KeyNotFoundError):
+            entry = await layout.workers.get(key)
+            record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
+            if now - record.heartbeat_ms <= lease_seconds * 1000:
+                found[record.worker] = record
+    return found
+
+
+class Worker:
+    """One worker process (see the module's description)."""
+
+    def __init__(self, config: WorkerConfig, *, out: TextIO | None = None) -> None:
+        self.config = config
+        self.id = config.worker_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.out = out if out is not None else sys.stderr
+        self.partitions: dict[int, Partition] = {}
+        self._taking: dict[int, asyncio.Task[None]] = {}
+        self._accounts: dict[AgentId, StoredAccount] = {}
+        self._settings = PartitionSettings(
+            limits=config.limits,
+            opening=config.opening,
+            snapshot_every=config.snapshot_every,
+            write_timeout=config.lease_seconds,
+        )
+        self.started_ms = _now_ms()
+        self.draining = False
+        self._lost: set[int] = set()
+        self.nc: Nats | None = None
+        self.layout: Layout | None = None
+
+    def say(self, line: str) -> None:
+        with contextlib.suppress(Exception):
+            self.out.write(f"kforge worker {self.id}: {line}\n")
+            self.out.flush()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set, then drain and return."""
+        config = self.config
+        self.nc = await connect(config.url, name=f"kforge-worker-{self.id}", who="kforge worker")
+        try:
+            self.layout = layout = await open_layout(self.nc, config.partitions)
+            accounts = AccountsBucket(layout.accounts, config.opening)
+            watcher = await accounts.watch(self._absorb)
+            runner = TierRunner.of(config.tier)
+            leases = LeaseBook(layout.leases, self.id, config.lease_seconds)
+            self.say(f"serving {layout.partitions} partitions' worth of leases on {config.url}")
+            try:
+                while not stop.is_set():
+                    await self._tick(layout, leases, runner, accounts)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), config.lease_seconds / 4)
+                await self._drain(layout, leases)
+            finally:
+                with contextlib.suppress(Exception):
+                    await watcher.stop()
+                runner.close()
+        finally:
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
+
+    def _absorb(self, agent: AgentId, stored: StoredAccount) -> None:
+        self._accounts[agent] = stored
+        for partition in self.partitions.values():
+            partition.ledger.absorb(agent, stored)
+
+    # ------------------------------------------------------------------ one round
+
+    async def _tick(
+        self, layout: Layout, leases: LeaseBook, runner: TierRunner, accounts: AccountsBucket
+    ) -> None:
+        now = _now_ms()
+        try:
+            await self._heartbeat(layout)
+            for number in list(leases.held):
+                if number in self._lost or not await leases.renew(number, now):
+                    await self._abandon(number, leases, "its lease is another worker's")
+            crew = await live_workers(layout, self.config.lease_seconds)
+        except Exception as error:  # NATS away: the leases run out by themselves
+            self._check_expiry(leases)
+            self.say(f"cannot reach the cluster's state ({type(error).__name__}); retrying")
+            return
+        self._last_renewed = now
+        active = [worker for worker, record in crew.items() if not record.draining]
+        plan = assignment(layout.partitions, [*active, self.id])
+        for number in range(layout.partitions):
+            wanted = plan.get(number) == self.id
+            held = number in leases.held
+            if wanted and not held and number not in self._taking:
+                if await leases.acquire(number, now):
+                    self._taking[number] = asyncio.get_running_loop().create_task(
+                        self._take(number, layout, leases, runner, accounts)
+                    )
+            elif held and not wanted and plan.get(number) in active and number in self.partitions:
+                await self._hand_over(number, leases)
+
+    def _check_expiry(self, leases: LeaseBook) -> None:
+        """Without NATS for a whole lease time, the partitions are another worker's by now."""
+        renewed = getattr(self, "_last_renewed", _now_ms())
+        if _now_ms() - renewed > self.config.lease_seconds * 1000:
+            for number in list(self.partitions):
+                self._lost.add(number)
+
+    async def _take(
+        self,
+        number: int,
+        layout: Layout,
+        leases: LeaseBook,
+        runner: TierRunner,
+        accounts: AccountsBucket,
+    ) -> None:
+        started = time.monotonic()
+        try:
+            partition = await Partition.take(
+                layout,
+                number,
+                runner,
+                accounts,
+                self._accounts,
+                self._settings,
+                lambda reason, number=number: self._on_lost(number, reason),
+            )
+        except Exception as error:
+            self.say(f"could not take partition {number}: {type(error).__name__}: {error}")
+            await leases.release(number)
+            return
+        finally:
+            self._taking.pop(number, None)
+        self.partitions[number] = partition
+        self.say(
+            f"took partition {number} ({partition.engine.rebuilt_records} records, "
+            f"{partition.live_sandboxes} live sandboxes) in {time.monotonic() - started:.2f} s"
+        )
+
+    def _on_lost(self, number: int, reason: str) -> None:
+        self.say(f"lost partition {number}: {reason}")
+        self._lost.add(number)
+
+    async def _abandon(self, number: int, leases: LeaseBook, reason: str) -> None:
+        partition = self.partitions.pop(number, None)
+        leases.held.pop(number, None)
+        self._lost.discard(number)
+        if partition is not None:
+            self.say(f"gave up partition {number}: {reason}")
+            await partition.abandon()
+
+    async def _hand_over(self, number: int, leases: LeaseBook) -> None:
+        partition = self.partitions.pop(number, None)
+        if partition is not None:
+            await partition.hand_over()
+        await leases.release(number)
+        self.say(f"handed over partition {number}")
+
+    async def _drain(self, layout: Layout, leases: LeaseBook) -> None:
+        self.draining = True
+        self.say("draining: handing over every partition")
+        for task in list(self._taking.values()):
+            with contextlib.suppress(Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self._heartbeat(layout)
+        for number in list(self.partitions):
+            await self._hand_over(number, leases)
+        with contextlib.suppress(Exception):
+            await layout.workers.purge(self.id)
+        self.say("drained")
+
+    async def _heartbeat(self, layout: Layout) -> None:
+        loads = tuple(
+            PartitionLoad(
+                number,
+                partition.live_sandboxes,
+                len(partition.engine.state.sandboxes),
+                partition.engine.scheduler.slices,
+                int(partition.taken_at * 1000),
+            )
+            for number, partition in sorted(self.partitions.items())
+        )
+        record = WorkerRecord(
+            self.id,
+            socket.gethostname(),
+            os.getpid(),
+            self.started_ms,
+            _now_ms(),
+            self.draining,
+            loads,
+        )
+        await layout.workers.put(self.id, encode_msgpack(record))
+
+    def status(self) -> Mapping[int, Partition]:
+        return dict(self.partitions)
