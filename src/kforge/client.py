@@ -9,6 +9,10 @@
 Every request is signed with the agent's ed25519 key; by default the client
 trades one signed request for a bearer token (``POST /v1/session``) and
 renews it before it expires (``use_token=False`` signs every request).
+Every request but a GET carries a request id (``X-Kforge-Request-Id``); with
+``retry_seconds`` the client sends a request again, with the same id, while the
+connection fails or the server answers 503, trying each of its server URLs in
+turn (a cluster's gateways): a cluster answers a request it saw once.
 Bodies travel as msgpack.  The ``requester`` arguments of the engine's
 methods are accepted for the same shape, but a client acts as one agent only:
 any other requester is refused locally with ``PermissionDenied``.
@@ -22,6 +26,8 @@ raises ``TimeoutError`` as the engine does.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -75,6 +81,7 @@ from kforge.server.schemas import (
     StepResult,
     WaitResult,
 )
+from kforge.server.endpoint import REQUEST_ID_HEADER
 from kforge.server.signing import AgentKey
 from kforge.wire import Schema, decode_msgpack, encode_msgpack
 
@@ -191,18 +198,24 @@ class Client:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         key: AgentKey,
         *,
         use_token: bool = True,
         timeout: float = 90.0,
+        retry_seconds: float = 0.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("give the client at least one server URL")
+        self._urls = [url.rstrip("/") for url in urls]
+        self.base_url = self._urls[0]
         self.key = key
         self.agent_id = key.agent_id
         self.use_token = use_token
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
+        self.retry_seconds = retry_seconds
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport)
         self._token: str | None = None
         self._token_expires_ms = 0
 
@@ -250,20 +263,59 @@ class Client:
         into ``answer`` (plain data when ``None``)."""
         target = f"{path}?{urlencode(query)}" if query else path
         raw = encode_msgpack(body) if body is not None else b""
-        if signed:
-            headers = self.key.request_headers(method, target, raw)
-        else:
-            headers = await self._auth_headers(method, target, raw)
-        headers["accept"] = _MSGPACK
+        extra = {"accept": _MSGPACK}
         if body is not None:
-            headers["content-type"] = _MSGPACK
-        response = await self._http.request(method, target, content=raw, headers=headers)
+            extra["content-type"] = _MSGPACK
+        response = await self._exchange(method, target, raw, extra, signed=signed)
         if response.status_code >= 400:
             _raise_for(response)
         if answer is None:
             plain: T = unpack(response.content, "response") if response.content else {}
             return plain
         return decode_msgpack(response.content, answer, "response")
+
+    async def _exchange(
+        self, method: str, target: str, raw: bytes, extra: Mapping[str, str], *, signed: bool = False
+    ) -> httpx.Response:
+        """Send one request; with ``retry_seconds``, send it again (to the next server URL,
+        with the same request id) while the connection fails or the server says 503.
+
+        Every request that is not a GET names itself (``X-Kforge-Request-Id``): a server
+        that answered it before a lost connection answers the same again.
+        """
+        request_id = os.urandom(32).hex() if method != "GET" else None
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.05
+        renewed = False
+        while True:
+            if signed:
+                headers = self.key.request_headers(method, target, raw)
+            else:
+                headers = await self._auth_headers(method, target, raw)
+            headers.update(extra)
+            if request_id is not None:
+                headers[REQUEST_ID_HEADER] = request_id
+            try:
+                response = await self._http.request(
+                    method, self.base_url + target, content=raw, headers=headers
+                )
+            except httpx.TransportError:
+                if time.monotonic() >= deadline:
+                    raise
+                self._next_server()
+            else:
+                if response.status_code == 401 and self.use_token and not signed and not renewed:
+                    self._token = None  # a token this server does not know: sign in again
+                    renewed = True
+                    continue
+                if response.status_code != 503 or time.monotonic() >= deadline:
+                    return response
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 2)
+
+    def _next_server(self) -> None:
+        index = self._urls.index(self.base_url)
+        self.base_url = self._urls[(index + 1) % len(self._urls)]
 
     # ------------------------------------------------------------------ the engine's shape
 
@@ -427,10 +479,8 @@ class Client:
         return Envelope.decode(await self.dispatch_bytes(envelope.encode()))
 
     async def dispatch_bytes(self, raw: bytes) -> bytes:
-        target = "/v1/messages"
-        headers = await self._auth_headers("POST", target, raw)
-        headers.update({"content-type": _MSGPACK, "accept": _MSGPACK})
-        response = await self._http.post(target, content=raw, headers=headers)
+        extra = {"content-type": _MSGPACK, "accept": _MSGPACK}
+        response = await self._exchange("POST", "/v1/messages", raw, extra)
         if response.status_code >= 400:
             _raise_for(response)
         return response.content

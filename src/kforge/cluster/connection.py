@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ __all__ = [
     "NatsUnreachable",
     "connect",
     "open_layout",
+    "shared_secret",
 ]
 
 #: How long JetStream remembers a message id (events and mailbox envelopes are sent again
@@ -226,3 +228,10 @@ async def open_layout(nc: Nats, partitions: int = names.DEFAULT_PARTITIONS) -> L
         programs=await _object_store(js, names.PROGRAMS_STORE),
         snapshots=await _object_store(js, names.SNAPSHOTS_STORE),
     )
+
+
+async def shared_secret(layout: Layout, name: str) -> bytes:
+    """A random secret the whole cluster shares (``kforge_cluster.<name>``), made once."""
+    with contextlib.suppress(KeyWrongLastSequenceError):
+        await layout.cluster.create(name, os.urandom(32))
+    return (await layout.cluster.get(name)).value or b""

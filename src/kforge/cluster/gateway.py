@@ -35,7 +35,7 @@ from nats.js import api
 from nats.js.errors import KeyNotFoundError
 
 from kforge.cluster import names
-from kforge.cluster.connection import Layout, connect, open_layout
+from kforge.cluster.connection import Layout, connect, open_layout, shared_secret
 from kforge.cluster.programs import ProgramStore
 from kforge.cluster.protocol import (
     MOVED,
@@ -127,14 +127,16 @@ def _request_id() -> Hash256:
 class ClusterMailbox:
     """Envelopes the engines sent an agent later, taken from ``KFORGE_MAILBOX``."""
 
-    def __init__(self, layout: Layout) -> None:
-        self._layout = layout
+    def __init__(self) -> None:
+        self.layout: Layout | None = None
         self._consumers: dict[AgentId, Any] = {}
 
     async def _consumer(self, agent: AgentId) -> Any:
         found = self._consumers.get(agent)
         if found is None:
-            found = await self._layout.js.pull_subscribe(
+            if self.layout is None:
+                raise EngineNotOpen("unopened")
+            found = await self.layout.js.pull_subscribe(
                 names.mailbox_subject(agent),
                 durable=f"mailbox-{agent.hex[:32]}",
                 stream=names.MAILBOX_STREAM,
@@ -173,9 +175,9 @@ class ClusterBus(EventBus):
     asks to start again (``since``).
     """
 
-    def __init__(self, layout: Layout, default_maxsize: int = 4096) -> None:
+    def __init__(self, default_maxsize: int = 4096) -> None:
         super().__init__(default_maxsize=default_maxsize)
-        self._layout = layout
+        self.layout: Layout | None = None
         self._feeds: dict[int, Any] = {}
         self._listening: Any = None
         self._last_seq = 0
@@ -184,9 +186,10 @@ class ClusterBus(EventBus):
     def published(self) -> int:
         return self._last_seq
 
-    async def start(self) -> None:
+    async def start(self, layout: Layout) -> None:
         """Follow new events for the listeners (the server's notes on sandboxes)."""
-        self._listening = await self._layout.js.subscribe(
+        self.layout = layout
+        self._listening = await layout.js.subscribe(
             "kforge.events.>",
             stream=names.EVENTS_STREAM,
             cb=self._heard,
@@ -240,8 +243,12 @@ class ClusterBus(EventBus):
             if event is not None and not subscription.closed:
                 subscription._offer(event)
 
+        layout = self.layout
+        if layout is None:
+            raise EngineNotOpen("unopened")
+
         async def open_feed() -> None:
-            self._feeds[id(subscription)] = await self._layout.js.subscribe(
+            self._feeds[id(subscription)] = await layout.js.subscribe(
                 filters[0],
                 stream=names.EVENTS_STREAM,
                 cb=feed,
@@ -312,8 +319,10 @@ class ClusterEngine:
         self._nc: Nats | None = None
         self._layout: Layout | None = None
         self._directory: dict[str, int] = {}
-        self.bus: ClusterBus
-        self.mailbox: ClusterMailbox
+        #: The secret every gateway of the cluster signs bearer tokens with.
+        self.token_secret: bytes | None = None
+        self.bus = ClusterBus()
+        self.mailbox = ClusterMailbox()
         self.programs: ProgramStore
 
     # ------------------------------------------------------------------ lifecycle
@@ -328,10 +337,10 @@ class ClusterEngine:
                 give_up_after=self._connect_timeout,
             )
             self._layout = await open_layout(self._nc)
-            self.bus = ClusterBus(self._layout)
-            self.mailbox = ClusterMailbox(self._layout)
+            self.token_secret = await shared_secret(self._layout, "token-secret")
+            self.mailbox.layout = self._layout
             self.programs = ProgramStore(self._layout.programs)
-            await self.bus.start()
+            await self.bus.start(self._layout)
             self.status = EngineStatus.OPEN
         return self
 

@@ -134,6 +134,12 @@ def create_app(
         opened_here = engine.status is EngineStatus.UNOPENED
         if opened_here:
             await engine.open()
+        shared = getattr(engine, "token_secret", None)
+        if shared is not None:  # a cluster's gateways all take each other's tokens
+            authenticator.secret = shared
+            state.dev_token, _ = authenticator.issue_token(
+                operator_agent, operator=True, lifetime_ms=config.dev_token_lifetime_ms
+            )
         try:
             yield
         finally:
