@@ -470,7 +470,7 @@ async def run_on_cluster(
 def assert_same(expected: dict[int, Outcome], got: dict[int, Outcome], logs: str) -> None:
     """Every sandbox's result and events, and every account, as the embedded engine's."""
     assert set(got) == set(expected), f"sandboxes missing: {set(expected) - set(got)}"
-    for index in sorted(expected):
+    for index in sorted(expected, key=lambda index: (index < 0, index)):
         want, have = expected[index], got[index]
         assert have.result == want.result, f"sandbox {index}: {have.result} != {want.result}"
         assert have.events == want.events, (

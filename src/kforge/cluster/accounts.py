@@ -114,18 +114,23 @@ class SharedLedger(Ledger):
         self._pending: dict[AgentId, list[int]] = {}
         #: Changes journaled (by their batch's last row) and not yet seen in the bucket.
         self._journaled: list[tuple[int, dict[AgentId, tuple[int, int, int, int]]]] = []
-        self._stored: dict[AgentId, StoredAccount] = {}
+        self._stored: dict[AgentId, tuple[StoredAccount, int]] = {}
 
     # ------------------------------------------------------------------ the bucket's view
 
-    def absorb(self, agent: AgentId, stored: StoredAccount) -> None:
-        """The bucket now holds ``stored`` for ``agent``: the mirror follows, with this
-        partition's changes that the bucket does not hold yet on top."""
-        self._stored[agent] = stored
+    def absorb(self, agent: AgentId, stored: StoredAccount, revision: int) -> None:
+        """The bucket holds ``stored`` for ``agent`` at ``revision``: the mirror follows, with
+        this partition's changes that the bucket does not hold yet on top.  An older
+        revision than one already seen (a watcher lagging behind) changes nothing."""
+        known = self._stored.get(agent)
+        if known is not None and known[1] > revision:
+            return
+        self._stored[agent] = (stored, revision)
         self._refresh(agent)
 
     def _refresh(self, agent: AgentId) -> None:
-        stored = self._stored.get(agent) or opening_account(self.opening)
+        known = self._stored.get(agent)
+        stored = known[0] if known is not None else opening_account(self.opening)
         seen = stored.applied_by(self.partition)
         own = [amounts for row, changes in self._journaled if row > seen
                for who, amounts in changes.items() if who == agent]
@@ -137,21 +142,18 @@ class SharedLedger(Ledger):
             (agent.raw, mirror.allowance, mirror.spent, mirror.reserved, mirror.spark),
         )
 
-    def take_changes(self) -> tuple[AccountChange, ...]:
-        """The changes made since the last call (for the journal batch being sealed)."""
+    def take_changes(self, row: int) -> tuple[AccountChange, ...]:
+        """The changes made since the last call, for the journal batch ending at ``row``
+        (the batch is being sealed; until the bucket holds them they stay in the mirror)."""
         taken = tuple(
             AccountChange(agent, *amounts)
             for agent, amounts in sorted(self._pending.items(), key=lambda item: item[0].raw)
             if any(amounts)
         )
         self._pending.clear()
+        if taken:
+            self._journaled.append((row, {change.agent: change.amounts() for change in taken}))
         return taken
-
-    def journaled(self, row: int, changes: Iterable[AccountChange]) -> None:
-        """``changes`` are stored in the journal batch ending at ``row``."""
-        batch = {change.agent: change.amounts() for change in changes}
-        if batch:
-            self._journaled.append((row, batch))
 
     def applied(self, row: int) -> None:
         """The bucket holds every change up to the batch ending at ``row``."""
@@ -251,22 +253,25 @@ class AccountsBucket:
 
     async def add(
         self, partition: int, row: int, agent: AgentId, amounts: Iterable[int]
-    ) -> StoredAccount:
-        """Add ``amounts`` to the account unless it already holds the partition's row ``row``."""
+    ) -> tuple[StoredAccount, int]:
+        """Add ``amounts`` to the account unless it already holds the partition's row ``row``;
+        the account and its revision after."""
         amounts = list(amounts)
         while True:
             stored, revision = await self.read(agent)
             if stored.applied_by(partition) >= row:
-                return stored
+                return stored, revision
             updated = stored.plus(amounts, partition, row)
             try:
                 if revision == 0:
-                    await self.kv.create(agent.hex, encode_msgpack(updated))
+                    written = await self.kv.create(agent.hex, encode_msgpack(updated))
                 else:
-                    await self.kv.update(agent.hex, encode_msgpack(updated), last=revision)
+                    written = await self.kv.update(
+                        agent.hex, encode_msgpack(updated), last=revision
+                    )
             except KeyWrongLastSequenceError:
                 continue  # another writer came first: read again
-            return updated
+            return updated, written
 
     async def catch_up(
         self, partition: int, batches: Iterable[tuple[int, Iterable[AccountChange]]]
@@ -284,13 +289,13 @@ class AccountsBucket:
             if missing:
                 await self.add(partition, max(row for row, _ in rows), agent, _sum(missing))
 
-    async def watch(self, absorb: Callable[[AgentId, StoredAccount], None]) -> Any:
+    async def watch(self, absorb: Callable[[AgentId, StoredAccount, int], None]) -> Any:
         """Call ``absorb`` with every stored account now, then with each update as it
         comes; returns the watcher (``stop()`` it) once the current values are in."""
         watcher = await self.kv.watchall()
         async for entry in _until_current(watcher):
             with contextlib.suppress(ValueError):
-                absorb(AgentId.from_hex(entry.key), _decoded(entry.value))
+                absorb(AgentId.from_hex(entry.key), _decoded(entry.value), entry.revision or 0)
         asyncio.get_running_loop().create_task(_follow(watcher, absorb))
         return watcher
 
@@ -308,9 +313,11 @@ async def _until_current(watcher: Any) -> Any:
             yield entry
 
 
-async def _follow(watcher: Any, absorb: Callable[[AgentId, StoredAccount], None]) -> None:
+async def _follow(
+    watcher: Any, absorb: Callable[[AgentId, StoredAccount, int], None]
+) -> None:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         async for entry in watcher:
             if entry is not None and entry.value:
                 with contextlib.suppress(ValueError):
-                    absorb(AgentId.from_hex(entry.key), _decoded(entry.value))
+                    absorb(AgentId.from_hex(entry.key), _decoded(entry.value), entry.revision or 0)

@@ -184,7 +184,8 @@ class JetStreamJournalStore:
         self._writer: asyncio.Task[None] | None = None
         self._snapshots: asyncio.Task[None] | None = None
         self._snapshot_due: SnapshotObject | None = None
-        self.take_accounts: Callable[[], tuple[AccountChange, ...]] = tuple
+        #: The accounts' changes to store with the batch ending at the given row.
+        self.take_accounts: Callable[[int], tuple[AccountChange, ...]] = lambda row: ()
         self.after_stored: AfterStored | None = None
         self.before_write: BeforeWrite | None = None
         self.on_lost: Callable[[str], None] | None = None
@@ -379,7 +380,8 @@ class JetStreamJournalStore:
                     continue
                 self._gathering = Batch()
                 self._writing = batch
-                batch.accounts = self.take_accounts()
+                if batch.rows:  # changes travel with rows: their row numbers the change
+                    batch.accounts = self.take_accounts(batch.final)
                 await self._write(batch)
                 self._stored_row = max(self._stored_row, batch.final)
                 if self.after_stored is not None:

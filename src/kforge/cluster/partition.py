@@ -168,7 +168,7 @@ class Partition:
         number: int,
         runner: TierRunner,
         accounts: AccountsBucket,
-        mirror: dict[AgentId, StoredAccount],
+        mirror: dict[AgentId, tuple[StoredAccount, int]],
         settings: PartitionSettings,
         on_lost: Callable[[str], None],
     ) -> Partition:
@@ -179,10 +179,9 @@ class Partition:
         await accounts.catch_up(number, store.account_batches)
         ledger = SharedLedger(number, settings.opening)
         for agent in {change.agent for _, batch in store.account_batches for change in batch}:
-            stored, _ = await accounts.read(agent)
-            mirror[agent] = stored
-        for agent, stored in mirror.items():
-            ledger.absorb(agent, stored)
+            mirror[agent] = await accounts.read(agent)
+        for agent, (stored, revision) in mirror.items():
+            ledger.absorb(agent, stored, revision)
         store.account_batches = []
         vault = ObjectVault(layout.programs)
         await vault.fetch(_named_programs(store.rows()))
@@ -246,17 +245,16 @@ class Partition:
 
     # ------------------------------------------------------------------ after each stored batch
 
-    def _take_accounts(self) -> tuple[AccountChange, ...]:
-        return self.ledger.take_changes()
+    def _take_accounts(self, row: int) -> tuple[AccountChange, ...]:
+        return self.ledger.take_changes(row)
 
     async def _after_stored(self, batch: Batch) -> None:
         if batch.accounts:
-            self.ledger.journaled(batch.final, batch.accounts)
             for change in batch.accounts:
-                stored = await self.accounts.add(
+                stored, revision = await self.accounts.add(
                     self.number, batch.final, change.agent, change.amounts()
                 )
-                self.ledger.absorb(change.agent, stored)
+                self.ledger.absorb(change.agent, stored, revision)
             self.ledger.applied(batch.final)
         await self._follow_rows(batch.rows)
         for mail in batch.mail:

@@ -274,9 +274,10 @@ def failure_of(error: BaseException) -> Failure:
 
 
 def _subclasses(base: type[ForgeError]) -> dict[str, type[ForgeError]]:
+    """Every error class by name (not the ones :func:`_relayed_class` made)."""
     found = {base.__name__: base}
     for sub in base.__subclasses__():
-        if not sub.__name__.startswith("_"):
+        if not sub.__name__.startswith("_") and not getattr(sub, "relays", False):
             found.update(_subclasses(sub))
     return found
 
@@ -291,7 +292,8 @@ def _relayed_class(base: type[ForgeError]) -> type[ForgeError]:
         kingdom: KingdomError = self.relayed
         return KingdomError(kingdom.code, kingdom.category, kingdom.message, {**kingdom.context, **(context or {})})
 
-    return type(base.__name__, (base,), {"to_kingdom_error": to_kingdom_error, "__module__": __name__})
+    attributes = {"to_kingdom_error": to_kingdom_error, "relays": True, "__module__": __name__}
+    return type(base.__name__, (base,), attributes)
 
 
 def relayed_error(failure: Failure) -> BaseException:

@@ -84,7 +84,7 @@ class Worker:
         self.out = out if out is not None else sys.stderr
         self.partitions: dict[int, Partition] = {}
         self._taking: dict[int, asyncio.Task[None]] = {}
-        self._accounts: dict[AgentId, StoredAccount] = {}
+        self._accounts: dict[AgentId, tuple[StoredAccount, int]] = {}
         self._settings = PartitionSettings(
             limits=config.limits,
             opening=config.opening,
@@ -127,10 +127,12 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.nc.drain()
 
-    def _absorb(self, agent: AgentId, stored: StoredAccount) -> None:
-        self._accounts[agent] = stored
+    def _absorb(self, agent: AgentId, stored: StoredAccount, revision: int) -> None:
+        known = self._accounts.get(agent)
+        if known is None or known[1] <= revision:
+            self._accounts[agent] = (stored, revision)
         for partition in self.partitions.values():
-            partition.ledger.absorb(agent, stored)
+            partition.ledger.absorb(agent, stored, revision)
 
     # ------------------------------------------------------------------ one round
 
