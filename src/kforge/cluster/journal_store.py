@@ -342,8 +342,9 @@ class JetStreamJournalStore:
         self.closed = True
         self._wake.set()
         if self._writer is not None:
-            with contextlib.suppress(PartitionLost, asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
+            self._start_snapshot_upload()
         if self._snapshots is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._snapshots
@@ -392,12 +393,13 @@ class JetStreamJournalStore:
                 batch.settled.set_result(None)
                 self._writing = None
                 self._start_snapshot_upload()
-        except PartitionLost as lost:
-            self._fail_waiters(lost)
-            raise
         except asyncio.CancelledError:
             self._fail_waiters(PartitionLost("the partition was stopped"))
             raise
+        except Exception as error:  # PartitionLost, or a failure nothing else expected
+            reason = str(error) if isinstance(error, PartitionLost) else repr(error)
+            self._lose(reason)
+            self._fail_waiters(PartitionLost(self.lost or reason))
 
     def _fail_waiters(self, error: PartitionLost) -> None:
         for batch in (self._writing, self._gathering):

@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import nats.errors
 from nats.aio.msg import Msg
@@ -89,6 +89,8 @@ from kforge.wire import decode_msgpack, encode_msgpack
 
 __all__ = ["Partition", "PartitionSettings"]
 
+T = TypeVar("T")
+
 #: Replies remembered per partition (a request sent again later than this many is done again).
 _REMEMBERED_REPLIES: Final = 100_000
 #: Events and directory entries of the journal's rows younger than this are sent again
@@ -118,6 +120,10 @@ class _JournalMailbox(Mailbox):
 
     def post(self, recipient: AgentId, envelope: Envelope) -> None:
         self._store.post_mail(recipient, envelope)
+
+
+def _envelope_id(encoded: bytes) -> str:
+    return Envelope.decode(encoded).id.hex
 
 
 def _record(row: Row) -> Record:
@@ -249,59 +255,73 @@ class Partition:
         return self.ledger.take_changes(row)
 
     async def _after_stored(self, batch: Batch) -> None:
-        if batch.accounts:
-            for change in batch.accounts:
-                stored, revision = await self.accounts.add(
+        for change in batch.accounts:
+            stored, revision = await self._persist(
+                lambda change=change: self.accounts.add(
                     self.number, batch.final, change.agent, change.amounts()
                 )
-                self.ledger.absorb(change.agent, stored, revision)
+            )
+            self.ledger.absorb(change.agent, stored, revision)
+        if batch.accounts:
             self.ledger.applied(batch.final)
         await self._follow_rows(batch.rows)
-        for mail in batch.mail:
-            envelope = Envelope.decode(mail.envelope)
-            await self._publish(
-                names.mailbox_subject(mail.recipient), mail.envelope, f"mail.{envelope.id.hex}"
-            )
+        mail = [
+            (names.mailbox_subject(item.recipient), item.envelope, f"mail.{_envelope_id(item.envelope)}")
+            for item in batch.mail
+        ]
+        await self._publish_all(mail)
 
     async def _follow_rows(self, rows: Iterable[Row]) -> None:
         """Directory entries and events of stored rows."""
-        acks: list[asyncio.Future[Any]] = []
-        js = self.layout.js
+        events: list[tuple[str, bytes, str]] = []
         for row in rows:
             record = _record(row)
-            await self._directory(record)
+            await self._persist(lambda record=record: self._directory(record))
             for index, spec in enumerate(events_of(record)):
                 event = Event(0, spec.kind, spec.sandbox_id, spec.owner, row.time_ms, spec.payload)
                 subject = names.event_subject(int(spec.kind), spec.owner, spec.sandbox_id)
-                message_id = f"{self.number}.{row.seq}.{index}"
-                acks.append(
-                    await js.publish_async(
-                        subject, event.encode(), headers={"Nats-Msg-Id": message_id}
-                    )
-                )
-                self._events_sent += 1
-                if len(acks) >= _EVENTS_IN_FLIGHT:
-                    await self._settle_events(acks)
-        await self._settle_events(acks)
+                events.append((subject, event.encode(), f"{self.number}.{row.seq}.{index}"))
+        await self._publish_all(events)
+        self._events_sent += len(events)
 
-    async def _settle_events(self, acks: list[asyncio.Future[Any]]) -> None:
-        if acks:
-            await asyncio.gather(*acks)
-            acks.clear()
-
-    async def _publish(self, subject: str, data: bytes, message_id: str) -> None:
+    async def _persist(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()`` until NATS takes it (while the partition is still this worker's)."""
         delay = 0.05
+        started = time.monotonic()
         while True:
+            if self.store.lost is not None:
+                raise PartitionLost(self.store.lost)
             try:
-                await self.layout.js.publish(
-                    subject, data, timeout=2.0, headers={"Nats-Msg-Id": message_id}
-                )
-                return
-            except (nats.errors.Error, OSError, asyncio.TimeoutError):
-                if self.store.lost is not None:
-                    raise PartitionLost(self.store.lost) from None
-                await asyncio.sleep(delay)
-                delay = min(1.0, delay * 2)
+                return await attempt()
+            except (nats.errors.Error, OSError, asyncio.TimeoutError) as error:
+                if time.monotonic() - started > self.settings.write_timeout:
+                    raise PartitionLost(
+                        f"NATS did not take what follows from the journal ({error!r})"
+                    ) from None
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 2)
+
+    async def _publish_all(self, messages: list[tuple[str, bytes, str]]) -> None:
+        """Publish to JetStream in order, each once (a message id JetStream remembers), in
+        flights of :data:`_EVENTS_IN_FLIGHT`; a flight that fails is sent again whole."""
+        js = self.layout.js
+        for start in range(0, len(messages), _EVENTS_IN_FLIGHT):
+            flight = messages[start : start + _EVENTS_IN_FLIGHT]
+
+            async def send(flight: list[tuple[str, bytes, str]] = flight) -> None:
+                acks = [
+                    await js.publish_async(subject, data, headers={"Nats-Msg-Id": message_id})
+                    for subject, data, message_id in flight
+                ]
+                done, pending = await asyncio.wait(acks, timeout=5.0)
+                for future in pending:
+                    future.cancel()
+                if pending:
+                    raise asyncio.TimeoutError("event acknowledgements did not come")
+                for future in done:
+                    future.result()
+
+            await self._persist(send)
 
     async def _directory(self, record: Record) -> None:
         directory = self.layout.directory
