@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Any, Final, TextIO, TypeVar
 
 import nats
 import nats.errors
@@ -38,14 +39,21 @@ __all__ = [
     "connect",
     "open_layout",
     "shared_secret",
+    "unless_signalled",
 ]
+
+T = TypeVar("T")
 
 #: How long JetStream remembers a message id (events and mailbox envelopes are sent again
 #: after a failover; the copies within this window are dropped).
 DUPLICATE_WINDOW: Final = 120.0
 #: Mailbox envelopes not taken within this long are dropped.
 MAILBOX_AGE: Final = 3600.0
-_RETRY_SECONDS: Final = 1.0
+#: How soon a connection that failed (or was lost) is tried again: a restarted server
+#: is back within this.
+_RETRY_SECONDS: Final = 0.25
+#: How often a first connection that keeps failing is reported.
+_REPORT_SECONDS: Final = 10.0
 
 
 class NatsUnreachable(Exception):
@@ -75,66 +83,90 @@ async def connect(
     give_up_after: float | None = None,
     on_reconnect: Callable[[], None] | None = None,
 ) -> Nats:
-    """A connection to the NATS server at ``url``, retried every second until it answers.
+    """A connection to the NATS server at ``url``, tried again until it answers.
 
-    Each failed attempt is one line on ``out`` (stderr by default), prefixed with
-    ``who`` (``kforge worker``); ``give_up_after`` seconds without success raise
-    :class:`NatsUnreachable`.  Once connected the client reconnects for ever,
-    saying when it lost the server and when it is back.
+    While it cannot be reached, one line on ``out`` (stderr by default), prefixed with
+    ``who`` (``kforge worker``), says so at once and every ten seconds after;
+    ``give_up_after`` seconds without success raise :class:`NatsUnreachable`.  Once
+    connected the client reconnects for ever, saying when it lost the server and
+    when it is back.
     """
     stream = out if out is not None else sys.stderr
     started = time.monotonic()
-    attempts = 0
+    connection: list[Nats] = []
+    last_failure: list[BaseException] = []
+    said_at: list[float] = []
 
     def say(line: str) -> None:
         with contextlib.suppress(Exception):
             stream.write(f"{who}: {line}\n")
             stream.flush()
 
-    async def quiet_error(error: Exception) -> None:
-        """The client's own errors arrive here; the callbacks below tell what matters."""
-
-    connection: list[Nats] = []
+    async def on_error(error: Exception) -> None:
+        """Every failed attempt of the first connection arrives here (the client retries
+        it by itself); later errors are told by the callbacks below."""
+        if connection:
+            return
+        last_failure[:] = [error]
+        now = time.monotonic()
+        if not said_at or now - said_at[-1] >= _REPORT_SECONDS:
+            said_at.append(now)
+            say(
+                f"NATS at {url} is not reachable ({_describe(error)}); "
+                "retrying until it answers (Ctrl-C to stop)"
+            )
 
     async def disconnected() -> None:
         if connection and (connection[0].is_closed or connection[0].is_draining):
             return  # closed on purpose
-        say(f"lost NATS at {url}; reconnecting")
+        if connection:
+            say(f"lost NATS at {url}; reconnecting")
 
     async def reconnected() -> None:
         say(f"reconnected to NATS at {url}")
         if on_reconnect is not None:
             on_reconnect()
 
-    while True:
-        attempts += 1
-        try:
-            nc = await nats.connect(
-                url,
-                name=name,
-                connect_timeout=2,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
-                error_cb=quiet_error,
-                disconnected_cb=disconnected,
-                reconnected_cb=reconnected,
-            )
-            connection.append(nc)
-            return nc
-        except (OSError, nats.errors.Error, asyncio.TimeoutError) as error:
-            waited = time.monotonic() - started
-            reason = _describe(error)
-            if give_up_after is not None and waited >= give_up_after:
-                raise NatsUnreachable(
-                    f"NATS at {url} is not reachable ({reason}) after {waited:.0f} s"
-                ) from None
-            if attempts == 1 or attempts % 10 == 0:
-                say(
-                    f"NATS at {url} is not reachable ({reason}); "
-                    f"retrying every {_RETRY_SECONDS:.0f} s (Ctrl-C to stop)"
-                )
-            await asyncio.sleep(_RETRY_SECONDS)
+    attempt = nats.connect(
+        url,
+        name=name,
+        connect_timeout=2,
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=_RETRY_SECONDS,
+        error_cb=on_error,
+        disconnected_cb=disconnected,
+        reconnected_cb=reconnected,
+    )
+    try:
+        nc = await asyncio.wait_for(attempt, give_up_after)
+    except TimeoutError:
+        reason = _describe(last_failure[0]) if last_failure else "no answer"
+        raise NatsUnreachable(
+            f"NATS at {url} is not reachable ({reason}) after {time.monotonic() - started:.0f} s"
+        ) from None
+    connection.append(nc)
+    return nc
+
+
+async def unless_signalled(work: Coroutine[Any, Any, T]) -> T | None:
+    """``work``'s result, or ``None`` when SIGTERM or Ctrl-C came first (``work`` is
+    cancelled): a process still waiting for NATS stops at once, having nothing to hand over."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for number in signals:
+        loop.add_signal_handler(number, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        running = asyncio.current_task()
+        if running is not None and running.cancelling():
+            raise  # cancelled from outside, not by a signal
+        return None
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
 
 
 @dataclass(eq=False)

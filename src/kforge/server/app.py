@@ -257,6 +257,9 @@ def serve(
     )
 
     async def main() -> None:
+        if nats is not None and not await _gateway_opened(engine):
+            stream.write("kforge serve: stopped before NATS was reachable\n")
+            return
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
@@ -271,10 +274,23 @@ def serve(
             stream.flush()
             if ready is not None:
                 ready(base)
-        await serving
+        try:
+            await serving
+        finally:
+            if nats is not None:
+                await engine.close()
 
     try:
         asyncio.run(main())
     finally:
+        sock.close()
         if vault is not None:
             vault.close()
+
+
+async def _gateway_opened(engine: ServedEngine) -> bool:
+    """Open a gateway's engine before the server starts (it waits for NATS, saying so,
+    and stops quietly on SIGTERM or Ctrl-C meanwhile); false when it was stopped."""
+    from kforge.cluster.connection import unless_signalled
+
+    return await unless_signalled(engine.open()) is not None
