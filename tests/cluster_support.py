@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import time
@@ -27,6 +26,7 @@ import httpx
 import msgpack
 import nats
 from nats.js import api
+from nats.js.errors import BucketNotFoundError
 
 from kforge.asm import assemble
 from kforge.client import Client
@@ -202,9 +202,7 @@ async def run_embedded(plan: list[Planned], keys: list[AgentKey]) -> dict[int, O
             ids[item.index] = sandbox
             await engine.exec_start(sandbox, owner)
             if item.delivery is not None:
-                await _until_blocked(
-                    lambda: _state(engine.sandbox_status(sandbox, owner))
-                )
+                await _until_blocked(lambda: _state(engine.sandbox_status(sandbox, owner)))
                 await engine.deliver(sandbox, 2, item.delivery.to_bytes(8, "little"), owner)
             outcomes[item.index] = Outcome(result_of(await engine.wait(sandbox, owner)))
 
@@ -267,9 +265,7 @@ class LocalCluster:
 
     def _spawn(self, name: str, *arguments: str) -> subprocess.Popen[bytes]:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 (the child writes to it)
-        process = subprocess.Popen(
-            kforge_command(*arguments), stdout=log, stderr=subprocess.STDOUT
-        )
+        process = subprocess.Popen(kforge_command(*arguments), stdout=log, stderr=subprocess.STDOUT)
         log.close()
         return process
 
@@ -336,9 +332,12 @@ class LocalCluster:
 
         nc = await nats.connect(self.url)
         try:
-            bucket = await nc.jetstream().key_value(names.LEASES_BUCKET)
-            now = time.time_ns() // 1_000_000
             held: dict[str, list[int]] = {}
+            try:
+                bucket = await nc.jetstream().key_value(names.LEASES_BUCKET)
+            except BucketNotFoundError:
+                return held  # no worker has made the cluster yet
+            now = time.time_ns() // 1_000_000
             for partition in range(self.partitions):
                 with contextlib.suppress(Exception):
                     entry = await bucket.get(names.lease_key(partition))
@@ -476,5 +475,3 @@ def assert_same(expected: dict[int, Outcome], got: dict[int, Outcome], logs: str
         assert have.events == want.events, (
             f"sandbox {index} events:\n{have.events}\n!=\n{want.events}\n{logs[-3000:]}"
         )
-
-

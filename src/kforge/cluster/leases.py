@@ -21,6 +21,7 @@ leaves, few partitions move.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterable
 
@@ -76,12 +77,14 @@ def assignment(partitions: int, workers: Iterable[str]) -> dict[int, str]:
     crew = sorted(set(workers))
     if not crew:
         return {}
-    room = -(-partitions // len(crew))
+    share, extra = divmod(partitions, len(crew))  # ``extra`` workers run one more
     load = dict.fromkeys(crew, 0)
     placed: dict[int, str] = {}
     for partition in range(partitions):
         for worker in sorted(crew, key=lambda w: _rank(w, partition), reverse=True):
-            if load[worker] < room:
+            if load[worker] < share or (load[worker] == share and extra > 0):
+                if load[worker] == share:
+                    extra -= 1
                 placed[partition] = worker
                 load[worker] += 1
                 break
@@ -146,7 +149,5 @@ class LeaseBook:
         """Let the partition go (after handing it over), so the next worker need not wait."""
         revision = self.held.pop(partition, None)
         if revision is not None:
-            try:
+            with contextlib.suppress(KeyWrongLastSequenceError):
                 await self.bucket.delete(names.lease_key(partition), last=revision)
-            except KeyWrongLastSequenceError:
-                pass

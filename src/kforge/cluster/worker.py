@@ -22,10 +22,12 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from functools import partial
+from typing import Any, TextIO
 
 from nats.aio.client import Client as Nats
 from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KV_DEL, KV_PURGE
 
 from kforge.accounting import OPEN_ACCOUNTS, Opening
 from kforge.cluster.accounts import AccountsBucket, StoredAccount
@@ -96,6 +98,8 @@ class Worker:
         self._lost: set[int] = set()
         self.nc: Nats | None = None
         self.layout: Layout | None = None
+        self._wake = asyncio.Event()
+        self._followers: list[asyncio.Task[None]] = []
 
     def say(self, line: str) -> None:
         with contextlib.suppress(Exception):
@@ -112,20 +116,34 @@ class Worker:
             watcher = await accounts.watch(self._absorb)
             runner = TierRunner.of(config.tier)
             leases = LeaseBook(layout.leases, self.id, config.lease_seconds)
+            followers = await self._follow_placement(layout)
             self.say(f"serving {layout.partitions} partitions' worth of leases on {config.url}")
             try:
                 while not stop.is_set():
+                    self._wake.clear()
                     await self._tick(layout, leases, runner, accounts)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), config.lease_seconds / 4)
+                    await _first_of(stop, self._wake, timeout=config.lease_seconds / 4)
                 await self._drain(layout, leases)
             finally:
-                with contextlib.suppress(Exception):
-                    await watcher.stop()
+                for follower in [watcher, *followers]:
+                    with contextlib.suppress(Exception):
+                        await follower.stop()
                 runner.close()
         finally:
             with contextlib.suppress(Exception):
                 await self.nc.drain()
+
+    async def _follow_placement(self, layout: Layout) -> list[Any]:
+        """Start the next round at once when a lease is let go (a drain, a hand-over) or a
+        worker comes, goes or drains, instead of at the next quarter of the lease time."""
+        leases = await layout.leases.watchall()
+        workers = await layout.workers.watchall()
+        loop = asyncio.get_running_loop()
+        self._followers = [
+            loop.create_task(_wake_on_releases(leases, self._wake)),
+            loop.create_task(_wake_on_crew_changes(workers, self._wake)),
+        ]
+        return [leases, workers]
 
     def _absorb(self, agent: AgentId, stored: StoredAccount, revision: int) -> None:
         known = self._accounts.get(agent)
@@ -188,7 +206,7 @@ class Worker:
                 accounts,
                 self._accounts,
                 self._settings,
-                lambda reason, number=number: self._on_lost(number, reason),
+                partial(self._on_lost, number),
             )
         except Exception as error:
             self.say(f"could not take partition {number}: {type(error).__name__}: {error}")
@@ -197,6 +215,8 @@ class Worker:
         finally:
             self._taking.pop(number, None)
         self.partitions[number] = partition
+        with contextlib.suppress(Exception):  # the status shows it now, not a round later
+            await self._heartbeat(layout)
         self.say(
             f"took partition {number} ({partition.engine.rebuilt_records} records, "
             f"{partition.live_sandboxes} live sandboxes) in {time.monotonic() - started:.2f} s"
@@ -259,3 +279,38 @@ class Worker:
 
     def status(self) -> Mapping[int, Partition]:
         return dict(self.partitions)
+
+
+async def _first_of(*events: asyncio.Event, timeout: float) -> None:
+    """Return when one of ``events`` is set, or after ``timeout`` seconds."""
+    waiting = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waiting:
+            task.cancel()
+
+
+async def _wake_on_releases(watcher: Any, wake: asyncio.Event) -> None:
+    with contextlib.suppress(Exception):
+        async for entry in watcher:
+            if entry is not None and entry.operation in (KV_DEL, KV_PURGE):
+                wake.set()
+
+
+async def _wake_on_crew_changes(watcher: Any, wake: asyncio.Event) -> None:
+    """Wake on a worker's first heartbeat, its last (deleted), and a change of its
+    draining flag; not on every heartbeat, which would wake every worker each round."""
+    draining: dict[str, bool] = {}
+    with contextlib.suppress(Exception):
+        async for entry in watcher:
+            if entry is None:
+                continue
+            if entry.operation in (KV_DEL, KV_PURGE):
+                draining.pop(entry.key, None)
+                wake.set()
+                continue
+            record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
+            if draining.get(entry.key) != record.draining:
+                draining[entry.key] = record.draining
+                wake.set()
