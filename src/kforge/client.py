@@ -63,6 +63,7 @@ from kforge.messages.payloads import Allowance, LinkResolve, LinkResult, ProofRe
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof
 from kforge.proofs.replay import RunRecord
+from kforge.server.endpoint import REQUEST_ID_HEADER
 from kforge.server.schemas import (
     Accepted,
     CycleBody,
@@ -81,7 +82,6 @@ from kforge.server.schemas import (
     StepResult,
     WaitResult,
 )
-from kforge.server.endpoint import REQUEST_ID_HEADER
 from kforge.server.signing import AgentKey
 from kforge.wire import Schema, decode_msgpack, encode_msgpack
 
@@ -275,7 +275,13 @@ class Client:
         return decode_msgpack(response.content, answer, "response")
 
     async def _exchange(
-        self, method: str, target: str, raw: bytes, extra: Mapping[str, str], *, signed: bool = False
+        self,
+        method: str,
+        target: str,
+        raw: bytes,
+        extra: Mapping[str, str],
+        *,
+        signed: bool = False,
     ) -> httpx.Response:
         """Send one request; with ``retry_seconds``, send it again (to the next server URL,
         with the same request id) while the connection fails or the server says 503.

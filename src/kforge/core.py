@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Self
 
 __all__ = [
     "DATA_DIR_ENVIRONMENT",
@@ -106,7 +106,7 @@ class Hash256:
         return cls(hashlib.sha256(data).digest())
 
     @classmethod
-    def from_hex(cls, text: str) -> Hash256:
+    def from_hex(cls, text: str) -> Self:
         """Parse the 64-hex-digit text form; raises ``ValueError`` naming the problem."""
         if len(text) != 2 * cls.SIZE:
             raise ValueError(f"{cls.__name__} hex must be 64 digits, got {len(text)}")

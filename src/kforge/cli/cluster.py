@@ -108,15 +108,22 @@ def command_up(args: argparse.Namespace) -> int:
         server.start()
     except (OSError, RuntimeError) as error:
         raise CliError(f"cluster up: {error}") from None
-    print(f"kforge cluster: nats-server with JetStream on {server.url} (store in {folder / 'nats'})")
+    print(
+        f"kforge cluster: nats-server with JetStream on {server.url} (store in {folder / 'nats'})"
+    )
     children: list[subprocess.Popen[bytes]] = []
     try:
         for index in range(args.workers):
             children.append(
                 subprocess.Popen(
                     kforge_command(
-                        "worker", "--nats", server.url, "--id", f"worker-{index + 1}",
-                        "--tier", args.tier,
+                        "worker",
+                        "--nats",
+                        server.url,
+                        "--id",
+                        f"worker-{index + 1}",
+                        "--tier",
+                        args.tier,
                     )
                 )
             )

@@ -80,7 +80,8 @@ class StoredAccount(Schema, frozen=True):
         ]
         applied = dict(self.applied)
         applied[partition] = row
-        return StoredAccount(*values, applied=tuple(sorted(applied.items())))
+        allowance, spent, reserved, spark = values
+        return StoredAccount(allowance, spent, reserved, spark, tuple(sorted(applied.items())))
 
 
 def opening_account(opening: Opening) -> StoredAccount:
@@ -132,8 +133,13 @@ class SharedLedger(Ledger):
         known = self._stored.get(agent)
         stored = known[0] if known is not None else opening_account(self.opening)
         seen = stored.applied_by(self.partition)
-        own = [amounts for row, changes in self._journaled if row > seen
-               for who, amounts in changes.items() if who == agent]
+        own = [
+            amounts
+            for row, changes in self._journaled
+            if row > seen
+            for who, amounts in changes.items()
+            if who == agent
+        ]
         if agent in self._pending:
             own.append(tuple(self._pending[agent]))  # type: ignore[arg-type]
         mirror = stored.plus(_sum(own), self.partition, seen)
@@ -181,7 +187,9 @@ class SharedLedger(Ledger):
         return result
 
     def set_allowance(self, agent: AgentId, ticks_per_cycle: int) -> None:
-        self._tracked([agent], lambda: super(SharedLedger, self).set_allowance(agent, ticks_per_cycle))
+        self._tracked(
+            [agent], lambda: super(SharedLedger, self).set_allowance(agent, ticks_per_cycle)
+        )
 
     def credit_spark(self, agent: AgentId, amount: int) -> int:
         return self._tracked([agent], lambda: super(SharedLedger, self).credit_spark(agent, amount))
@@ -203,10 +211,14 @@ class SharedLedger(Ledger):
         )
 
     def settle_ticks(self, agent: AgentId, reserved: int, used: int) -> None:
-        self._tracked([agent], lambda: super(SharedLedger, self).settle_ticks(agent, reserved, used))
+        self._tracked(
+            [agent], lambda: super(SharedLedger, self).settle_ticks(agent, reserved, used)
+        )
 
     def charge_ticks(self, agent: AgentId, amount: int, purpose: str) -> None:
-        self._tracked([agent], lambda: super(SharedLedger, self).charge_ticks(agent, amount, purpose))
+        self._tracked(
+            [agent], lambda: super(SharedLedger, self).charge_ticks(agent, amount, purpose)
+        )
 
     def refund_ticks(self, agent: AgentId, amount: int) -> None:
         self._tracked([agent], lambda: super(SharedLedger, self).refund_ticks(agent, amount))
@@ -313,9 +325,7 @@ async def _until_current(watcher: Any) -> Any:
             yield entry
 
 
-async def _follow(
-    watcher: Any, absorb: Callable[[AgentId, StoredAccount, int], None]
-) -> None:
+async def _follow(watcher: Any, absorb: Callable[[AgentId, StoredAccount, int], None]) -> None:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         async for entry in watcher:
             if entry is not None and entry.value:

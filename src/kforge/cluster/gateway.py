@@ -145,9 +145,9 @@ class ClusterMailbox:
             self._consumers[agent] = found
         return found
 
-    async def take(self, agent: AgentId, timeout: float) -> list[Envelope]:
-        """Every envelope waiting for ``agent`` (waiting up to ``timeout`` for the first)."""
-        consumer = await self._consumer(agent)
+    async def take(self, recipient: AgentId, timeout: float = 0.0) -> list[Envelope]:
+        """Every envelope waiting for ``recipient`` (waiting up to ``timeout`` for the first)."""
+        consumer = await self._consumer(recipient)
         taken: list[Envelope] = []
         wait = max(timeout, 0.05)
         while True:
@@ -224,12 +224,12 @@ class ClusterBus(EventBus):
     ) -> Subscription:
         """A subscription fed by a JetStream consumer on the matching subjects (from the
         stream sequence ``since``, else from now)."""
-        subscription = super().subscribe(
-            kinds, sandbox_id=sandbox_id, owner=owner, maxsize=maxsize
+        subscription = super().subscribe(kinds, sandbox_id=sandbox_id, owner=owner, maxsize=maxsize)
+        filters = (
+            [names.events_filter(int(kind), owner, sandbox_id) for kind in subscription.kinds]
+            if subscription.kinds
+            else [names.events_filter(None, owner, sandbox_id)]
         )
-        filters = [
-            names.events_filter(int(kind), owner, sandbox_id) for kind in subscription.kinds
-        ] if subscription.kinds else [names.events_filter(None, owner, sandbox_id)]
         config = api.ConsumerConfig(
             filter_subjects=filters if len(filters) > 1 else None,
             deliver_policy=(
@@ -443,7 +443,9 @@ class ClusterEngine:
 
     async def create_sandbox(self, request: CreateSandbox) -> Hash256:
         if not isinstance(request, CreateSandbox):
-            raise InvalidRequest("request", f"expected a CreateSandbox, got {type(request).__name__}")
+            raise InvalidRequest(
+                "request", f"expected a CreateSandbox, got {type(request).__name__}"
+            )
         request_id = _request_id()
         partition = names.partition_of(request_id, self.partitions)
         created: Hash256 = await self._call(partition, Create(request_id, request))
@@ -514,7 +516,9 @@ class ClusterEngine:
         return data
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
-        raw = await self._sandbox_call(sandbox_id, RunRecordOf(_request_id(), sandbox_id, requester))
+        raw = await self._sandbox_call(
+            sandbox_id, RunRecordOf(_request_id(), sandbox_id, requester)
+        )
         return RunRecord.from_bytes(raw)
 
     async def request_proof(self, sandbox_id: Hash256, requester: AgentId) -> ExecutionProof:
@@ -589,7 +593,9 @@ class ClusterEngine:
         code = envelope.code
         try:
             if code in _CODES_BY_SANDBOX:
-                return await self._where("sandbox", decode_payload(code, envelope.payload).sandbox_id)
+                return await self._where(
+                    "sandbox", decode_payload(code, envelope.payload).sandbox_id
+                )
             if code == MessageCode.SERVICE_CREATE:
                 return await self._where("sandbox", decode_payload(code, envelope.payload).sandbox)
             if code in (MessageCode.SERVICE_CALL, ExtensionCode.SERVICE_FUND):

@@ -427,21 +427,21 @@ class JetStreamJournalStore:
                 api.Header.EXPECTED_LAST_SUBJECT_SEQUENCE.value: str(self._last_stream_seq),
             }
             try:
-                ack = await self.layout.js.publish(
-                    self.subject, body, timeout=2.0, headers=headers
-                )
+                ack = await self.layout.js.publish(self.subject, body, timeout=2.0, headers=headers)
             except APIError as error:
                 if error.err_code == _WRONG_LAST_SEQUENCE:
                     self._lose("another worker wrote its journal")
                     raise PartitionLost(self.lost or "") from None
                 reason = str(error)
-            except (nats.errors.Error, OSError, asyncio.TimeoutError) as error:
+            except (TimeoutError, nats.errors.Error, OSError) as error:
                 reason = str(error) or type(error).__name__
             else:
                 self._last_stream_seq = ack.seq
                 return
             if time.monotonic() - started > self._write_timeout:
-                self._lose(f"its journal could not be written for {self._write_timeout:.0f} s ({reason})")
+                self._lose(
+                    f"its journal could not be written for {self._write_timeout:.0f} s ({reason})"
+                )
                 raise PartitionLost(self.lost or "")
             await asyncio.sleep(delay)
             delay = min(1.0, delay * 2)

@@ -90,8 +90,9 @@ class NatsServer:
                     f"nats-server exited with status {self.process.returncode}: "
                     f"see {self.folder / 'nats.log'}"
                 )
-            with contextlib.suppress(OSError), socket.create_connection(
-                (self.host, self.port), timeout=0.2
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((self.host, self.port), timeout=0.2),
             ):
                 return self
             time.sleep(0.02)

@@ -29,6 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import nats.errors
@@ -46,6 +47,7 @@ from kforge.cluster.protocol import (
     MOVED,
     Answer,
     AnyCall,
+    Call,
     CallService,
     Create,
     CreateService,
@@ -257,16 +259,18 @@ class Partition:
     async def _after_stored(self, batch: Batch) -> None:
         for change in batch.accounts:
             stored, revision = await self._persist(
-                lambda change=change: self.accounts.add(
-                    self.number, batch.final, change.agent, change.amounts()
-                )
+                partial(self.accounts.add, self.number, batch.final, change.agent, change.amounts())
             )
             self.ledger.absorb(change.agent, stored, revision)
         if batch.accounts:
             self.ledger.applied(batch.final)
         await self._follow_rows(batch.rows)
         mail = [
-            (names.mailbox_subject(item.recipient), item.envelope, f"mail.{_envelope_id(item.envelope)}")
+            (
+                names.mailbox_subject(item.recipient),
+                item.envelope,
+                f"mail.{_envelope_id(item.envelope)}",
+            )
             for item in batch.mail
         ]
         await self._publish_all(mail)
@@ -276,7 +280,7 @@ class Partition:
         events: list[tuple[str, bytes, str]] = []
         for row in rows:
             record = _record(row)
-            await self._persist(lambda record=record: self._directory(record))
+            await self._persist(partial(self._directory, record))
             for index, spec in enumerate(events_of(record)):
                 event = Event(0, spec.kind, spec.sandbox_id, spec.owner, row.time_ms, spec.payload)
                 subject = names.event_subject(int(spec.kind), spec.owner, spec.sandbox_id)
@@ -293,7 +297,7 @@ class Partition:
                 raise PartitionLost(self.store.lost)
             try:
                 return await attempt()
-            except (nats.errors.Error, OSError, asyncio.TimeoutError) as error:
+            except (TimeoutError, nats.errors.Error, OSError) as error:
                 if time.monotonic() - started > self.settings.write_timeout:
                     raise PartitionLost(
                         f"NATS did not take what follows from the journal ({error!r})"
@@ -317,7 +321,7 @@ class Partition:
                 for future in pending:
                     future.cancel()
                 if pending:
-                    raise asyncio.TimeoutError("event acknowledgements did not come")
+                    raise TimeoutError("event acknowledgements did not come")
                 for future in done:
                     future.result()
 
@@ -422,7 +426,7 @@ class Partition:
             await self._respond(message, None, "the partition is being handed over")
             return
         try:
-            call = decode_msgpack(message.data, AnyCall, "call")
+            call: Call = decode_msgpack(message.data, AnyCall, "call")  # type: ignore[arg-type]
         except ForgeError as error:
             await self._respond(message, encode_msgpack(Answer(failure=failure_of(error))))
             return
@@ -450,7 +454,7 @@ class Partition:
             return encode_msgpack(Answer(failure=failure_of(error)))
         return encode_msgpack(Answer(value=encode_msgpack(value)))
 
-    async def _run(self, call: Any) -> Any:  # noqa: PLR0911 (one branch per operation)
+    async def _run(self, call: Any) -> Any:
         engine = self.engine
         match call:
             case Create(create=request):

@@ -16,7 +16,6 @@ NATS is the cluster's trust boundary (``docs/cluster.md``).
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any, ClassVar, Final
 
 from kforge.core import AgentId, ErrorCategory, ForgeError, Hash256, InvalidRequest, KingdomError
@@ -282,18 +281,26 @@ def _subclasses(base: type[ForgeError]) -> dict[str, type[ForgeError]]:
     return found
 
 
-@cache
+#: The relaying class made for each error class (made once, so ``except`` clauses and
+#: ``isinstance`` see one class per kind).
+_RELAYED: Final[dict[type[ForgeError], type[ForgeError]]] = {}
+
+
 def _relayed_class(base: type[ForgeError]) -> type[ForgeError]:
     """``base`` with the facts of the original error instead of its own (see :func:`relayed_error`)."""
+    made = _RELAYED.get(base)
+    if made is not None:
+        return made
 
-    def to_kingdom_error(
-        self: Any, context: dict[bytes, bytes] | None = None
-    ) -> KingdomError:
+    def to_kingdom_error(self: Any, context: dict[bytes, bytes] | None = None) -> KingdomError:
         kingdom: KingdomError = self.relayed
-        return KingdomError(kingdom.code, kingdom.category, kingdom.message, {**kingdom.context, **(context or {})})
+        return KingdomError(
+            kingdom.code, kingdom.category, kingdom.message, {**kingdom.context, **(context or {})}
+        )
 
     attributes = {"to_kingdom_error": to_kingdom_error, "relays": True, "__module__": __name__}
-    return type(base.__name__, (base,), attributes)
+    made = _RELAYED[base] = type(base.__name__, (base,), attributes)
+    return made
 
 
 def relayed_error(failure: Failure) -> BaseException:

@@ -58,7 +58,5 @@ def format_status(status: dict[str, Any]) -> str:
             f"slices {worker['slices']}  heartbeat {worker['heartbeat_age_ms']} ms ago"
         )
     if status["unserved"]:
-        lines.append(
-            "  partitions with no worker: " + ",".join(str(p) for p in status["unserved"])
-        )
+        lines.append("  partitions with no worker: " + ",".join(str(p) for p in status["unserved"]))
     return "\n".join(lines) + "\n"

@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from kforge.server.state import ServerState
 
 __all__ = [
+    "REQUEST_ID_HEADER",
     "Context",
     "Handler",
     "Operation",
-    "REQUEST_ID_HEADER",
     "Query",
     "asgi_endpoint",
     "current_request_id",
