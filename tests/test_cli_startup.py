@@ -34,6 +34,7 @@ sys.stderr.write("\\nIMPORTED " + json.dumps({"status": status, "modules": impor
 #: What parsing the command line needs: the parser and what its options check.
 PARSER_MODULES = {
     "kforge", "kforge.cli", "kforge.cli.main", "kforge.cli.options", "kforge.cli.cache",
+    "kforge.cli.cluster",
     "kforge.cli.link", "kforge.cli.proofs", "kforge.cli.registry", "kforge.cli.sandbox",
     "kforge.cli.server", "kforge.cli.starlark", "kforge.core", "kforge.isa", "kforge.limits",
     "kforge.memory", "kforge.machine", "kforge.program", "kforge.sources", "kforge.tiers",

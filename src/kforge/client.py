@@ -292,7 +292,6 @@ class Client:
         request_id = os.urandom(32).hex() if method != "GET" else None
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.05
-        renewed = False
         while True:
             if signed:
                 headers = self.key.request_headers(method, target, raw)
@@ -310,10 +309,6 @@ class Client:
                     raise
                 self._next_server()
             else:
-                if response.status_code == 401 and self.use_token and not signed and not renewed:
-                    self._token = None  # a token this server does not know: sign in again
-                    renewed = True
-                    continue
                 if response.status_code != 503 or time.monotonic() >= deadline:
                     return response
             await asyncio.sleep(delay)
