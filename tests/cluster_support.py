@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -37,8 +38,10 @@ from kforge.core import AgentId, Hash256
 from kforge.engine import CreateSandbox, Engine, SandboxState
 from kforge.events import Event
 from kforge.server import AgentKey
+from kforge.server.endpoint import REQUEST_ID_HEADER
+from kforge.server.schemas import SandboxCreated
 from kforge.storage import Vault
-from kforge.wire import decode_msgpack
+from kforge.wire import decode_msgpack, encode_msgpack
 
 SPIN = """
         LI   r2, 64
@@ -400,6 +403,10 @@ class ClusterRun:
     ids: dict[int, Hash256]
     listed: dict[int, set[Hash256]]
 
+    @staticmethod
+    def code(program: str) -> Hash256:
+        return PROGRAM_IDS[program]
+
 
 async def run_on_cluster(
     cluster: LocalCluster,
@@ -475,3 +482,24 @@ def assert_same(expected: dict[int, Outcome], got: dict[int, Outcome], logs: str
         assert have.events == want.events, (
             f"sandbox {index} events:\n{have.events}\n!=\n{want.events}\n{logs[-3000:]}"
         )
+
+
+def create_twice(gateways: list[str], key: AgentKey, request: CreateSandbox) -> list[Hash256]:
+    """POST one creation, with one request id, to each gateway in turn (as a client does
+    whose first gateway answered after the client stopped listening): the sandbox ids."""
+    body = encode_msgpack(request)
+    request_id = os.urandom(32).hex()
+    created = []
+    for base in gateways:
+        headers = key.request_headers("POST", "/v1/sandboxes", body)
+        headers.update(
+            {
+                "content-type": "application/msgpack",
+                "accept": "application/msgpack",
+                REQUEST_ID_HEADER: request_id,
+            }
+        )
+        response = httpx.post(f"{base}/v1/sandboxes", content=body, headers=headers, timeout=60)
+        assert response.status_code == 201, response.text
+        created.append(decode_msgpack(response.content, SandboxCreated, "reply").sandbox_id)
+    return created

@@ -22,6 +22,7 @@ from cluster_support import (
     LocalCluster,
     agent_keys,
     assert_same,
+    create_twice,
     run_embedded,
     run_on_cluster,
     workload,
@@ -73,18 +74,19 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_gateway_killed_mid_request_gives_one_result_per_request(tmp_path: Path) -> None:
-    keys = agent_keys(8)
-    plan = workload(240, len(keys))
+    keys = agent_keys(20)
+    plan = workload(1000, len(keys))
     expected = asyncio.run(run_embedded(plan, keys))
-    with LocalCluster(tmp_path, partitions=4) as cluster:
+    with LocalCluster(tmp_path, partitions=8) as cluster:
         cluster.start_worker("worker-1")
+        cluster.start_worker("worker-2")
         first = cluster.start_gateway("gateway-1")
         second = cluster.start_gateway("gateway-2")
-        cluster.wait_balanced(1)
+        cluster.wait_balanced(2)
         killed: list[bool] = []
 
         async def kill_gateway(finished: int) -> None:
-            if finished == 20 and not killed:
+            if finished == 100 and not killed:
                 killed.append(True)
                 cluster.kill("gateway-1")
 
@@ -96,14 +98,19 @@ def test_a_gateway_killed_mid_request_gives_one_result_per_request(tmp_path: Pat
         for number in range(len(keys)):
             mine = {run.ids[item.index] for item in plan if item.agent == number}
             assert run.listed[number] == mine, "a request sent twice made two sandboxes"
+        third = cluster.start_gateway("gateway-3")
+        created = create_twice(
+            [second, third], keys[0], plan[0].request(keys[0].agent_id, run.code("spin"))
+        )
+        assert created[0] == created[1], "one request id, sent to two gateways, made two sandboxes"
 
 
 @pytest.mark.slow
 def test_a_nats_server_restart_under_load_loses_nothing(tmp_path: Path) -> None:
-    keys = agent_keys(8)
-    plan = workload(240, len(keys), scale=10)
+    keys = agent_keys(20)
+    plan = workload(1000, len(keys), scale=3)
     expected = asyncio.run(run_embedded(plan, keys))
-    with LocalCluster(tmp_path, partitions=4, lease=2.0) as cluster:
+    with LocalCluster(tmp_path, partitions=8, lease=2.0) as cluster:
         cluster.start_worker("worker-1")
         cluster.start_worker("worker-2")
         gateway = cluster.start_gateway("gateway-1")
@@ -111,7 +118,7 @@ def test_a_nats_server_restart_under_load_loses_nothing(tmp_path: Path) -> None:
         restarted: list[bool] = []
 
         async def restart(finished: int) -> None:
-            if finished == 60 and not restarted:
+            if finished == 250 and not restarted:
                 restarted.append(True)
                 cluster.nats.stop(signal.SIGKILL)
                 await asyncio.sleep(1.0)

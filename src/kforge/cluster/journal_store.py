@@ -55,6 +55,7 @@ __all__ = [
     "JetStreamJournalStore",
     "PartitionLost",
     "Pending",
+    "StoredMail",
 ]
 
 #: JetStream's error code for a publish whose expected last sequence does not match.
@@ -159,6 +160,7 @@ class JetStreamJournalStore:
         meta: dict[str, bytes],
         replies: dict[Hash256, bytes],
         accounts: list[tuple[int, tuple[AccountChange, ...]]],
+        mail: list[tuple[int, StoredMail]],
         snapshot: tuple[int, bytes, bytes] | None,
         last_stream_seq: int,
         write_timeout: float,
@@ -173,6 +175,8 @@ class JetStreamJournalStore:
         self.replies = replies
         #: The accounts' changes of every stored batch, by its last row (loaded).
         self.account_batches = accounts
+        #: The mailbox envelopes of every stored batch, with its time (loaded).
+        self.mail = mail
         self._snapshot = snapshot
         self._last_stream_seq = last_stream_seq
         self._write_timeout = write_timeout
@@ -245,6 +249,7 @@ class JetStreamJournalStore:
             meta=reader.meta,
             replies=reader.replies,
             accounts=reader.accounts,
+            mail=reader.mail,
             snapshot=snapshot,
             last_stream_seq=last,
             write_timeout=write_timeout,
@@ -512,6 +517,8 @@ class _Reader:
         self.meta: dict[str, bytes] = {}
         self.replies: dict[Hash256, bytes] = {}
         self.accounts: list[tuple[int, tuple[AccountChange, ...]]] = []
+        #: Each envelope with the time of the commit that posted it.
+        self.mail: list[tuple[int, StoredMail]] = []
 
     def take(self, data: bytes, stream_seq: int) -> None:
         try:
@@ -540,6 +547,8 @@ class _Reader:
             self.replies[reply.request] = reply.reply
         if message.accounts:
             self.accounts.append((message.final, message.accounts))
+        at_ms = self._rows[-1].time_ms if self._rows else 0
+        self.mail.extend((at_ms, mail) for mail in message.mail)
 
     def _next_seq(self) -> int:
         done = self._rows[-1].seq if self._rows else 0

@@ -41,7 +41,7 @@ from kforge.accounting import Opening
 from kforge.cluster import names
 from kforge.cluster.accounts import AccountChange, AccountsBucket, SharedLedger, StoredAccount
 from kforge.cluster.connection import DUPLICATE_WINDOW, Layout
-from kforge.cluster.journal_store import Batch, JetStreamJournalStore, PartitionLost
+from kforge.cluster.journal_store import Batch, JetStreamJournalStore, PartitionLost, StoredMail
 from kforge.cluster.programs import ObjectVault
 from kforge.cluster.protocol import (
     MOVED,
@@ -203,17 +203,22 @@ class Partition:
             mailbox=_JournalMailbox(store),
         )
         partition = cls(layout, number, store, ledger, vault, engine, accounts, settings)
-        recent = [
-            row for row in store.rows() if row.time_ms >= (time.time() - _RESEND_SECONDS) * 1000
-        ]
+        since_ms = (time.time() - _RESEND_SECONDS) * 1000
+        recent = [row for row in store.rows() if row.time_ms >= since_ms]
+        recent_mail = [mail for at_ms, mail in store.mail if at_ms >= since_ms]
+        store.mail = []
         store.on_lost = on_lost
         store.take_accounts = partition._take_accounts
         store.after_stored = partition._after_stored
         store.before_write = vault.upload
+        # What follows from the journal's last batches, sent again before anything new
+        # (the last worker may have died between storing a batch and sending these), so
+        # that each sandbox's events stay in order.
+        await partition._follow_rows(recent)
+        await partition._send_mail(recent_mail)
         store.start()
         await engine.open()
         store.forget_history()
-        await partition._follow_rows(recent)
         await partition._subscribe()
         return partition
 
@@ -265,15 +270,20 @@ class Partition:
         if batch.accounts:
             self.ledger.applied(batch.final)
         await self._follow_rows(batch.rows)
-        mail = [
-            (
-                names.mailbox_subject(item.recipient),
-                item.envelope,
-                f"mail.{_envelope_id(item.envelope)}",
-            )
-            for item in batch.mail
-        ]
-        await self._publish_all(mail)
+        await self._send_mail(batch.mail)
+
+    async def _send_mail(self, mail: Iterable[StoredMail]) -> None:
+        """Mailbox envelopes, each with a message id of its own, so none arrives twice."""
+        await self._publish_all(
+            [
+                (
+                    names.mailbox_subject(item.recipient),
+                    item.envelope,
+                    f"mail.{_envelope_id(item.envelope)}",
+                )
+                for item in mail
+            ]
+        )
 
     async def _follow_rows(self, rows: Iterable[Row]) -> None:
         """Directory entries and events of stored rows."""
