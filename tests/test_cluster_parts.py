@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from cluster_support import SPIN, LocalCluster, agent_keys
@@ -279,3 +280,43 @@ def test_a_worker_drains_on_sigterm_and_another_takes_its_partitions_at_once(
         assert [w["worker"] for w in shown["workers"]] == ["worker-2"]
         assert shown["workers"][0]["partitions"] == [0, 1, 2, 3]
         assert shown["unserved"] == []
+
+
+def test_cluster_up_starts_nats_workers_and_a_gateway_and_stops_them_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    process = subprocess.Popen(
+        kforge_command(
+            "cluster", "up", "--data-dir", str(tmp_path), "--nats-port", "0", "--port", "0"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        said = _lines_until(process, "listening on", timeout=60)
+        url = said.split("nats-server with JetStream on ")[1].split()[0]
+        base = said.split("listening on ")[1].split()[0]
+        assert httpx.get(f"{base}/v1/health", timeout=5).status_code == 200
+        assert (tmp_path / "nats" / "jetstream").is_dir(), "the store is in the data directory"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = subprocess.run(
+                kforge_command("cluster", "status", "--nats", url, "--json"),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            shown = json.loads(status.stdout)
+            if not shown["unserved"] and len(shown["workers"]) == 2:
+                break
+            time.sleep(0.2)
+        assert [w["worker"] for w in shown["workers"]] == ["worker-1", "worker-2"]
+        assert sorted(p for w in shown["workers"] for p in w["partitions"]) == list(range(16))
+        process.send_signal(signal.SIGTERM)
+        rest, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0
+    assert rest.count("drained") == 2, rest
+    assert "Traceback" not in said + rest

@@ -92,8 +92,17 @@ def command_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Stopped(Exception):
+    """SIGTERM (or Ctrl-C) reached ``kforge cluster up``."""
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
 def command_up(args: argparse.Namespace) -> int:
-    """Start nats-server, workers and a gateway here; stop them all on Ctrl-C."""
+    """Start nats-server, workers and a gateway here; stop them all on Ctrl-C or SIGTERM
+    (the workers drain first, then the gateway and NATS stop)."""
     _needs_cluster_extra()
     import signal
     import subprocess
@@ -111,46 +120,54 @@ def command_up(args: argparse.Namespace) -> int:
     print(
         f"kforge cluster: nats-server with JetStream on {server.url} (store in {folder / 'nats'})"
     )
-    children: list[subprocess.Popen[bytes]] = []
+    print(f"kforge cluster: status with: kforge cluster status --nats {server.url}", flush=True)
+    workers: list[subprocess.Popen[bytes]] = []
+    gateway: subprocess.Popen[bytes] | None = None
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, _raise_stopped)
     try:
         for index in range(args.workers):
-            children.append(
-                subprocess.Popen(
-                    kforge_command(
-                        "worker",
-                        "--nats",
-                        server.url,
-                        "--id",
-                        f"worker-{index + 1}",
-                        "--tier",
-                        args.tier,
-                    )
-                )
+            worker = kforge_command(
+                "worker", "--nats", server.url, "--id", f"worker-{index + 1}", "--tier", args.tier
             )
-        children.append(
-            subprocess.Popen(
-                kforge_command(
-                    "serve", "--nats", server.url, "--host", args.host, "--port", str(args.port)
-                )
-            )
+            workers.append(subprocess.Popen(worker, start_new_session=True))
+        gateway = subprocess.Popen(
+            kforge_command(
+                "serve", "--nats", server.url, "--host", args.host, "--port", str(args.port)
+            ),
+            start_new_session=True,
         )
-        print(f"kforge cluster: {args.workers} workers and a gateway starting; Ctrl-C stops them")
-        while all(child.poll() is None for child in children):
+        print(
+            f"kforge cluster: {args.workers} workers and a gateway; Ctrl-C stops them", flush=True
+        )
+        while all(child.poll() is None for child in [*workers, gateway]):
             time.sleep(0.5)
         raise CliError("cluster up: a process of the cluster exited; stopping the others")
-    except KeyboardInterrupt:
-        print("kforge cluster: stopping (workers drain first)", file=sys.stderr)
+    except _Stopped:
+        print("kforge cluster: stopping (the workers drain first)", file=sys.stderr, flush=True)
         return 0
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, signal.SIG_IGN)  # stopping is not interrupted again
+        _stop_all(workers)
+        _stop_all([gateway] if gateway is not None else [])
         server.stop()
+
+
+def _stop_all(children: list[Any]) -> None:
+    """SIGTERM each child still running, then wait for them (SIGKILL after 30 s)."""
+    import signal
+    import subprocess
+
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 def command_status(args: argparse.Namespace) -> int:

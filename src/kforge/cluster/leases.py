@@ -52,6 +52,8 @@ class PartitionLoad(Schema, frozen=True):
     live: U32
     sandboxes: U32
     slices: U64
+    #: Ticks its machines ran since the worker took it.
+    ticks: U64
     taken_ms: U64
 
 
@@ -65,6 +67,8 @@ class WorkerRecord(Schema, frozen=True):
     heartbeat_ms: U64
     draining: bool
     partitions: tuple[PartitionLoad, ...]
+    #: Ticks run per second since the worker's previous heartbeat: its load.
+    ticks_per_second: U64 = 0
 
 
 def _rank(worker: str, partition: int) -> bytes:

@@ -73,7 +73,7 @@ from kforge.cluster.protocol import (
     failure_of,
 )
 from kforge.core import AgentId, ForgeError, Hash256, InvalidRequest, MessageCode, NotSupported
-from kforge.engine import Engine, EngineLimits
+from kforge.engine import Engine, EngineLimits, SandboxState
 from kforge.engine.journal import Row
 from kforge.engine.projection import events_of
 from kforge.engine.records import (
@@ -89,7 +89,7 @@ from kforge.messages.payloads import CreateSandbox, LinkResolve
 from kforge.tiers import TierRunner
 from kforge.wire import decode_msgpack, encode_msgpack
 
-__all__ = ["Partition", "PartitionSettings"]
+__all__ = ["Partition", "PartitionSettings", "TickMeter"]
 
 T = TypeVar("T")
 
@@ -111,6 +111,24 @@ class PartitionSettings:
     snapshot_every: int = 1000
     write_timeout: float = 10.0
     max_wait_seconds: float = 60.0
+
+
+class TickMeter:
+    """The ticks a partition's machines ran since it was taken (its load, for the status)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._seen: dict[Hash256, int] = {}
+
+    def observe(self, sandbox: Hash256, state: SandboxState, ticks_used: int) -> None:
+        """The engine's slice observer: ``ticks_used`` is the machine's count so far."""
+        # A machine first seen here counts from 0: one rebuilt after a takeover counts
+        # its earlier ticks once more, which a load figure can bear.
+        self.ticks += ticks_used - self._seen.get(sandbox, 0)
+        if state in (SandboxState.RUNNING, SandboxState.BLOCKED):
+            self._seen[sandbox] = ticks_used
+        else:
+            self._seen.pop(sandbox, None)
 
 
 class _JournalMailbox(Mailbox):
@@ -166,6 +184,7 @@ class Partition:
         self._events_sent = 0
         self.closing = False
         self.taken_at = time.time()
+        self.meter = TickMeter()
 
     # ------------------------------------------------------------------ taking, leaving
 
@@ -193,6 +212,7 @@ class Partition:
         store.account_batches = []
         vault = ObjectVault(layout.programs)
         await vault.fetch(_named_programs(store.rows()))
+        meter = TickMeter()
         engine = Engine(
             vault,
             ledger=ledger,
@@ -201,8 +221,10 @@ class Partition:
             journal_store=store,
             snapshot_every=settings.snapshot_every,
             mailbox=_JournalMailbox(store),
+            on_slice=meter.observe,
         )
         partition = cls(layout, number, store, ledger, vault, engine, accounts, settings)
+        partition.meter = meter
         since_ms = (time.time() - _RESEND_SECONDS) * 1000
         recent = [row for row in store.rows() if row.time_ms >= since_ms]
         recent_mail = [mail for at_ms, mail in store.mail if at_ms >= since_ms]

@@ -36,6 +36,7 @@ async def cluster_status(url: str, lease_seconds: float) -> dict[str, Any]:
                     "live_sandboxes": sum(load.live for load in record.partitions),
                     "sandboxes": sum(load.sandboxes for load in record.partitions),
                     "slices": sum(load.slices for load in record.partitions),
+                    "ticks_per_second": record.ticks_per_second,
                 }
                 for record in sorted(workers.values(), key=lambda r: r.worker)
             ],
@@ -54,7 +55,8 @@ def format_status(status: dict[str, Any]) -> str:
         parts = ",".join(str(p) for p in worker["partitions"]) or "-"
         lines.append(
             f"  {worker['worker']}{state}  {worker['host']} pid {worker['pid']}  "
-            f"partitions {parts}  live {worker['live_sandboxes']} of {worker['sandboxes']}  "
+            f"partitions {parts}  sandboxes {worker['live_sandboxes']} live of "
+            f"{worker['sandboxes']}  load {worker['ticks_per_second']:,} ticks/s  "
             f"slices {worker['slices']}  heartbeat {worker['heartbeat_age_ms']} ms ago"
         )
     if status["unserved"]:

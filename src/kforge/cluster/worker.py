@@ -100,6 +100,8 @@ class Worker:
         self.layout: Layout | None = None
         self._wake = asyncio.Event()
         self._followers: list[asyncio.Task[None]] = []
+        #: When the last heartbeat was written, and each partition's ticks then.
+        self._last_beat: tuple[float, dict[int, int]] = (time.monotonic(), {})
 
     def say(self, line: str) -> None:
         with contextlib.suppress(Exception):
@@ -262,10 +264,16 @@ class Worker:
                 partition.live_sandboxes,
                 len(partition.engine.state.sandboxes),
                 partition.engine.scheduler.slices,
+                partition.meter.ticks,
                 int(partition.taken_at * 1000),
             )
             for number, partition in sorted(self.partitions.items())
         )
+        now = time.monotonic()
+        ran = sum(load.ticks - self._last_beat[1].get(load.partition, 0) for load in loads)
+        elapsed = now - self._last_beat[0]
+        rate = int(max(0, ran) / elapsed) if elapsed > 0 else 0
+        self._last_beat = (now, {load.partition: load.ticks for load in loads})
         record = WorkerRecord(
             self.id,
             socket.gethostname(),
@@ -274,6 +282,7 @@ class Worker:
             _now_ms(),
             self.draining,
             loads,
+            rate,
         )
         await layout.workers.put(self.id, encode_msgpack(record))
 
