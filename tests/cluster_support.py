@@ -13,11 +13,7 @@ index, the agent's, the program's), so the two can be compared as values.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import subprocess
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +23,11 @@ import httpx
 import msgpack
 import nats
 from nats.js import api
-from nats.js.errors import BucketNotFoundError
 
 from kforge.asm import assemble
 from kforge.client import Client
-from kforge.cluster import names
+from kforge.cluster import local, names
 from kforge.cluster.accounts import StoredAccount
-from kforge.cluster.local import NatsServer, free_port, kforge_command
 from kforge.core import AgentId, Hash256
 from kforge.engine import CreateSandbox, Engine, SandboxState
 from kforge.events import Event
@@ -235,77 +229,27 @@ def _account_values(account: Any) -> tuple[int, int, int, int]:
 # ----------------------------------------------------------------------------- processes
 
 
-class LocalCluster:
-    """nats-server, workers and gateways as processes, their output in files under ``folder``."""
+class LocalCluster(local.LocalCluster):
+    """The library's local cluster, each process's output in ``<folder>/<name>.log``."""
 
     def __init__(self, folder: Path, *, partitions: int = 8, lease: float = 2.0) -> None:
+        super().__init__(folder, partitions=partitions, lease=lease, logs=folder)
         self.folder = folder
-        self.partitions = partitions
-        self.lease = lease
-        self.nats = NatsServer(folder / "nats")
-        self.workers: dict[str, subprocess.Popen[bytes]] = {}
-        self.gateways: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
 
-    @property
-    def url(self) -> str:
-        return self.nats.url
+    def start_gateway(self, name: str, *, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Start a gateway and wait until it answers; its base URL."""
+        base = super().start_gateway(name, host=host, port=port)
+        try:
+            self.wait_ready(name, base)
+        except RuntimeError as error:
+            raise AssertionError(f"{error}:\n{self.log(name)}") from None
+        return base
 
-    def __enter__(self) -> LocalCluster:
-        self.nats.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for process in [*self.workers.values(), *(g for g, _ in self.gateways.values())]:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in [*self.workers.values(), *(g for g, _ in self.gateways.values())]:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self.nats.stop()
-
-    def _spawn(self, name: str, *arguments: str) -> subprocess.Popen[bytes]:
-        log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 (the child writes to it)
-        process = subprocess.Popen(kforge_command(*arguments), stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        return process
-
-    def start_worker(self, name: str) -> None:
-        self.workers[name] = self._spawn(
-            name,
-            "worker",
-            "--nats",
-            self.url,
-            "--id",
-            name,
-            "--lease",
-            str(self.lease),
-            "--partitions",
-            str(self.partitions),
-        )
-
-    def start_gateway(self, name: str) -> str:
-        port = free_port()
-        process = self._spawn(name, "serve", "--nats", self.url, "--port", str(port))
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"gateway {name} exited:\n{self.log(name)}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    self.gateways[name] = (process, base)
-                    return base
-            time.sleep(0.1)
-        raise AssertionError(f"gateway {name} did not answer:\n{self.log(name)}")
-
-    def kill(self, name: str) -> None:
-        """SIGKILL a worker or gateway (no drain, no goodbye)."""
-        process = self.workers.get(name) or self.gateways[name][0]
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    def wait_balanced(self, workers: int, timeout: float = 60.0) -> dict[str, list[int]]:
+        try:
+            return super().wait_balanced(workers, timeout)
+        except RuntimeError as error:
+            raise AssertionError(f"{error}\n{self.logs()}") from None
 
     def log(self, name: str) -> str:
         path = self.folder / f"{name}.log"
@@ -315,41 +259,6 @@ class LocalCluster:
         return "\n".join(
             f"--- {name}\n{self.log(name)}" for name in [*self.workers, *self.gateways]
         )
-
-    def wait_balanced(self, workers: int, timeout: float = 60.0) -> dict[str, list[int]]:
-        """Wait until every partition is held and each of ``workers`` holds its share."""
-        deadline = time.monotonic() + timeout
-        held: dict[str, list[int]] = {}
-        while time.monotonic() < deadline:
-            held = asyncio.run(self.holders())
-            counts = sorted(len(parts) for parts in held.values())
-            share = self.partitions // workers
-            if len(held) == workers and sum(counts) == self.partitions and counts[0] >= share:
-                return held
-            time.sleep(0.2)
-        raise AssertionError(f"the cluster never balanced: {held}\n{self.logs()}")
-
-    async def holders(self) -> dict[str, list[int]]:
-        """Which worker holds which partitions (unexpired leases)."""
-        from kforge.cluster.leases import Lease
-
-        nc = await nats.connect(self.url)
-        try:
-            held: dict[str, list[int]] = {}
-            try:
-                bucket = await nc.jetstream().key_value(names.LEASES_BUCKET)
-            except BucketNotFoundError:
-                return held  # no worker has made the cluster yet
-            now = time.time_ns() // 1_000_000
-            for partition in range(self.partitions):
-                with contextlib.suppress(Exception):
-                    entry = await bucket.get(names.lease_key(partition))
-                    lease = decode_msgpack(entry.value or b"", Lease, "lease")
-                    if lease.expires_ms >= now:
-                        held.setdefault(lease.worker, []).append(partition)
-            return held
-        finally:
-            await nc.close()
 
     async def stream_events(self) -> list[dict[str, Any]]:
         """Every event in the events stream, in order, each with its stream sequence."""

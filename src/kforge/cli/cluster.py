@@ -105,69 +105,40 @@ def command_up(args: argparse.Namespace) -> int:
     (the workers drain first, then the gateway and NATS stop)."""
     _needs_cluster_extra()
     import signal
-    import subprocess
     from pathlib import Path
 
-    from kforge.cluster.local import NatsServer, kforge_command
+    from kforge.cluster.local import LocalCluster
     from kforge.storage import default_data_dir
 
     folder = Path(args.data_dir) if args.data_dir else default_data_dir() / "cluster"
-    server = NatsServer(folder / "nats", port=args.nats_port)
+    cluster = LocalCluster(folder, nats_port=args.nats_port, tier=args.tier)
     try:
-        server.start()
+        cluster.nats.start()
     except (OSError, RuntimeError) as error:
         raise CliError(f"cluster up: {error}") from None
     print(
-        f"kforge cluster: nats-server with JetStream on {server.url} (store in {folder / 'nats'})"
+        f"kforge cluster: nats-server with JetStream on {cluster.url} (store in {folder / 'nats'})"
     )
-    print(f"kforge cluster: status with: kforge cluster status --nats {server.url}", flush=True)
-    workers: list[subprocess.Popen[bytes]] = []
-    gateway: subprocess.Popen[bytes] | None = None
+    print(f"kforge cluster: see it with: kforge cluster status --nats {cluster.url}", flush=True)
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, _raise_stopped)
     try:
         for index in range(args.workers):
-            worker = kforge_command(
-                "worker", "--nats", server.url, "--id", f"worker-{index + 1}", "--tier", args.tier
-            )
-            workers.append(subprocess.Popen(worker, start_new_session=True))
-        gateway = subprocess.Popen(
-            kforge_command(
-                "serve", "--nats", server.url, "--host", args.host, "--port", str(args.port)
-            ),
-            start_new_session=True,
-        )
+            cluster.start_worker(f"worker-{index + 1}")
+        cluster.start_gateway("gateway", host=args.host, port=args.port)
         print(
             f"kforge cluster: {args.workers} workers and a gateway; Ctrl-C stops them", flush=True
         )
-        while all(child.poll() is None for child in [*workers, gateway]):
+        while not cluster.exited():
             time.sleep(0.5)
-        raise CliError("cluster up: a process of the cluster exited; stopping the others")
+        raise CliError(f"cluster up: {', '.join(cluster.exited())} exited; stopping the others")
     except _Stopped:
         print("kforge cluster: stopping (the workers drain first)", file=sys.stderr, flush=True)
         return 0
     finally:
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, signal.SIG_IGN)  # stopping is not interrupted again
-        _stop_all(workers)
-        _stop_all([gateway] if gateway is not None else [])
-        server.stop()
-
-
-def _stop_all(children: list[Any]) -> None:
-    """SIGTERM each child still running, then wait for them (SIGKILL after 30 s)."""
-    import signal
-    import subprocess
-
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    for child in children:
-        try:
-            child.wait(30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        cluster.stop()
 
 
 def command_status(args: argparse.Namespace) -> int:

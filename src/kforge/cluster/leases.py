@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections.abc import Iterable
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from kforge.cluster import names
+from kforge.cluster.connection import Layout
 from kforge.wire import U16, U32, U64, Schema, decode_msgpack, encode_msgpack
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "PartitionLoad",
     "WorkerRecord",
     "assignment",
+    "lease_holders",
 ]
 
 
@@ -93,6 +96,13 @@ def assignment(partitions: int, workers: Iterable[str]) -> dict[int, str]:
                 load[worker] += 1
                 break
     return placed
+
+
+async def lease_holders(layout: Layout) -> dict[int, str | None]:
+    """Each partition's worker by its unexpired lease (``None``: nobody holds it)."""
+    book = LeaseBook(layout.leases, "", 0.0)
+    now = time.time_ns() // 1_000_000
+    return {partition: await book.holder(partition, now) for partition in range(layout.partitions)}
 
 
 class LeaseBook:

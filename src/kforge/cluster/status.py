@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from kforge.cluster.connection import connect, open_layout
-from kforge.cluster.leases import LeaseBook
+from kforge.cluster.leases import lease_holders
 from kforge.cluster.worker import live_workers
 
 __all__ = ["cluster_status", "format_status"]
@@ -20,8 +20,7 @@ async def cluster_status(url: str, lease_seconds: float) -> dict[str, Any]:
         layout = await open_layout(nc)
         workers = await live_workers(layout, lease_seconds)
         now = time.time_ns() // 1_000_000
-        book = LeaseBook(layout.leases, "", lease_seconds)
-        holders = {p: await book.holder(p, now) for p in range(layout.partitions)}
+        holders = await lease_holders(layout)
         return {
             "nats": url,
             "partitions": layout.partitions,
