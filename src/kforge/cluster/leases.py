@@ -114,6 +114,9 @@ class LeaseBook:
         self.seconds = seconds
         #: The revision of each lease this worker holds.
         self.held: dict[int, int] = {}
+        #: When the other worker's lease runs out, for each partition :meth:`acquire` could
+        #: not take (the worker tries again then, not a round later).
+        self.refused_until: dict[int, int] = {}
 
     def _lease(self, now_ms: int) -> bytes:
         return encode_msgpack(Lease(self.worker, now_ms + int(self.seconds * 1000)))
@@ -138,10 +141,12 @@ class LeaseBook:
             else:
                 lease = decode_msgpack(entry.value or b"", Lease, "lease")
                 if lease.worker != self.worker and lease.expires_ms >= now_ms:
+                    self.refused_until[partition] = lease.expires_ms
                     return False
                 revision = await self.bucket.update(key, self._lease(now_ms), last=entry.revision)
         except KeyWrongLastSequenceError:
             return False
+        self.refused_until.pop(partition, None)
         self.held[partition] = revision
         return True
 

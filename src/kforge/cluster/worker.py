@@ -94,6 +94,8 @@ class Worker:
             write_timeout=config.lease_seconds,
         )
         self.started_ms = _now_ms()
+        #: When this worker last renewed its leases.
+        self._last_renewed = self.started_ms
         self.draining = False
         self._lost: set[int] = set()
         self.nc: Nats | None = None
@@ -123,8 +125,9 @@ class Worker:
             try:
                 while not stop.is_set():
                     self._wake.clear()
-                    await self._tick(layout, leases, runner, accounts)
-                    await _first_of(stop, self._wake, timeout=config.lease_seconds / 4)
+                    next_round_ms = await self._tick(layout, leases, runner, accounts)
+                    pause = min(config.lease_seconds / 4, (next_round_ms - _now_ms()) / 1000)
+                    await _first_of(stop, self._wake, timeout=max(0.01, pause))
                 await self._drain(layout, leases)
             finally:
                 for follower in [watcher, *followers]:
@@ -158,8 +161,13 @@ class Worker:
 
     async def _tick(
         self, layout: Layout, leases: LeaseBook, runner: TierRunner, accounts: AccountsBucket
-    ) -> None:
+    ) -> int:
+        """One round; returns when the next must come at the latest (milliseconds): when a
+        worker that stopped beating counts as gone, or a lease this worker wants runs out,
+        so that a dead worker's partitions move the moment its lease allows."""
         now = _now_ms()
+        lease_ms = int(self.config.lease_seconds * 1000)
+        next_round_ms = now + lease_ms
         try:
             await self._heartbeat(layout)
             for number in list(leases.held):
@@ -169,7 +177,7 @@ class Worker:
         except Exception as error:  # NATS away: the leases run out by themselves
             self._check_expiry(leases)
             self.say(f"cannot reach the cluster's state ({type(error).__name__}); retrying")
-            return
+            return next_round_ms
         self._last_renewed = now
         active = [worker for worker, record in crew.items() if not record.draining]
         plan = assignment(layout.partitions, [*active, self.id])
@@ -183,11 +191,15 @@ class Worker:
                     )
             elif held and not wanted and plan.get(number) in active and number in self.partitions:
                 await self._hand_over(number, leases)
+        gone_at = [
+            record.heartbeat_ms + lease_ms for worker, record in crew.items() if worker != self.id
+        ]
+        free_at = [at for number, at in leases.refused_until.items() if plan.get(number) == self.id]
+        return min([next_round_ms, *gone_at, *free_at]) + 1
 
     def _check_expiry(self, leases: LeaseBook) -> None:
         """Without NATS for a whole lease time, the partitions are another worker's by now."""
-        renewed = getattr(self, "_last_renewed", _now_ms())
-        if _now_ms() - renewed > self.config.lease_seconds * 1000:
+        if _now_ms() - self._last_renewed > self.config.lease_seconds * 1000:
             for number in list(self.partitions):
                 self._lost.add(number)
 
