@@ -74,6 +74,7 @@ from kforge.cluster.protocol import (
 )
 from kforge.core import AgentId, ForgeError, Hash256, InvalidRequest, MessageCode, NotSupported
 from kforge.engine import Engine, EngineLimits, SandboxState
+from kforge.engine.execution import LONE_SLICE_SECONDS
 from kforge.engine.journal import Row
 from kforge.engine.projection import events_of
 from kforge.engine.records import (
@@ -222,6 +223,9 @@ class Partition:
             snapshot_every=settings.snapshot_every,
             mailbox=_JournalMailbox(store),
             on_slice=meter.observe,
+            # A worker's partitions share one event loop: their lone slices together aim
+            # at what one engine's does, so the loop (leases, requests) still turns often.
+            lone_slice_seconds=LONE_SLICE_SECONDS / layout.partitions,
         )
         partition = cls(layout, number, store, ledger, vault, engine, accounts, settings)
         partition.meter = meter

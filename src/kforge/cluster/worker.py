@@ -67,13 +67,18 @@ async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, Worker
         keys = await layout.workers.keys()
     except Exception:  # nats' NoKeysError: an empty bucket
         return found
+    entries = await asyncio.gather(
+        *(layout.workers.get(key) for key in keys), return_exceptions=True
+    )
     now = _now_ms()
-    for key in keys:
-        with contextlib.suppress(KeyNotFoundError):
-            entry = await layout.workers.get(key)
-            record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
-            if now - record.heartbeat_ms <= lease_seconds * 1000:
-                found[record.worker] = record
+    for entry in entries:
+        if isinstance(entry, KeyNotFoundError):
+            continue  # gone since the keys were listed
+        if isinstance(entry, BaseException):
+            raise entry
+        record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
+        if now - record.heartbeat_ms <= lease_seconds * 1000:
+            found[record.worker] = record
     return found
 
 
@@ -170,8 +175,11 @@ class Worker:
         next_round_ms = now + lease_ms
         try:
             await self._heartbeat(layout)
+            keeping = [number for number in leases.held if number not in self._lost]
+            renewed = await asyncio.gather(*(leases.renew(number, now) for number in keeping))
+            kept = {number for number, ok in zip(keeping, renewed, strict=True) if ok}
             for number in list(leases.held):
-                if number in self._lost or not await leases.renew(number, now):
+                if number not in kept:
                     await self._abandon(number, leases, "its lease is another worker's")
             crew = await live_workers(layout, self.config.lease_seconds)
         except Exception as error:  # NATS away: the leases run out by themselves

@@ -44,7 +44,7 @@ from kforge.engine.archive import RUNS_DB, RunArchive, SqliteArchive
 from kforge.engine.artifacts import Artifacts, derived_signer
 from kforge.engine.context import EngineContext, Identities, Replies
 from kforge.engine.dispatch import Dispatcher
-from kforge.engine.execution import Executor, SliceObserver
+from kforge.engine.execution import LONE_SLICE_SECONDS, Executor, SliceObserver
 from kforge.engine.jobs import BuiltProgram, ProgramText, compile_module
 from kforge.engine.journal import Journal, JournalStore, SqliteJournalStore, chain_key
 from kforge.engine.models import (
@@ -127,7 +127,9 @@ class Engine:
     that may take the operator's actions (begin cycles, read every sandbox; the
     engine's own agent always may): :attr:`policy` decides who may do what for
     every caller.  ``on_slice`` observes every scheduler slice (metrics, tracing,
-    tests).  ``signer`` signs execution
+    tests).  ``lone_slice_seconds`` is the wall time a slice of a sandbox running
+    alone aims at (engines sharing one event loop divide it between them, so that
+    the loop still turns every few milliseconds).  ``signer`` signs execution
     proofs (default: a key derived from the secret; pass the node's key,
     ``kforge.proofs.keys.load_or_create_key()``, in production).
 
@@ -166,6 +168,7 @@ class Engine:
         mailbox: Mailbox | None = None,
         program_cache_size: int = 256,
         on_slice: SliceObserver | None = None,
+        lone_slice_seconds: float = LONE_SLICE_SECONDS,
         signer: Signer | None = None,
         cycle_interval: float | None = None,
         operators: Collection[AgentId] = (),
@@ -268,6 +271,7 @@ class Engine:
             self.runner,
             on_slice=on_slice,
             after_slice=self._snapshot_if_due,
+            lone_slice_seconds=lone_slice_seconds,
         )
         self.ctx.scheduler = Scheduler(self.executor, clock)
         self.dispatcher = Dispatcher(

@@ -13,7 +13,8 @@ The quantum is :attr:`EngineLimits.slice_ticks` (a hundred times that for a
 machine bound to compiled code, which runs that much faster) whenever another
 sandbox is waiting, so sandboxes take turns fairly.  A sandbox running alone
 gets a quantum that adapts to wall time: doubled while its slices take under
-:data:`LONE_SLICE_SECONDS`, halved while they take over twice that, so that a
+:data:`LONE_SLICE_SECONDS` (or the engine's own target: a cluster's worker divides
+it between its partitions), halved while they take over twice that, so that a
 CPU-bound sandbox on compiled code pays the engine's cost per slice seldom
 while the event loop still gets a turn every few milliseconds.  Nothing a
 sandbox computes depends on where its slices end, so results are the same
@@ -121,6 +122,7 @@ class Executor:
         *,
         on_slice: SliceObserver | None = None,
         after_slice: Callable[[], None] | None = None,
+        lone_slice_seconds: float = LONE_SLICE_SECONDS,
     ) -> None:
         self.ctx = ctx
         self.sandboxes = sandboxes
@@ -128,6 +130,8 @@ class Executor:
         self.runner = runner
         self.on_slice = on_slice
         self._after_slice = after_slice
+        #: The wall time a lone sandbox's slice aims at.
+        self.lone_slice_seconds = lone_slice_seconds
         #: Held while a machine runs, so a snapshot never sees one mid-slice.
         self.lock = asyncio.Lock()
         #: The adapted quantum of sandboxes that ran alone (the live engine's alone).
@@ -164,9 +168,9 @@ class Executor:
 
     def _adapt(self, sandbox: Sandbox, quantum: int, fair: int, seconds: float) -> None:
         """After a lone slice that used its whole quantum: grow or shrink the next one."""
-        if seconds < LONE_SLICE_SECONDS and quantum < fair * MAX_LONE_GROWTH:
+        if seconds < self.lone_slice_seconds and quantum < fair * MAX_LONE_GROWTH:
             self._lone_quantum[sandbox.id] = quantum * 2
-        elif seconds > 2 * LONE_SLICE_SECONDS and quantum > fair:
+        elif seconds > 2 * self.lone_slice_seconds and quantum > fair:
             self._lone_quantum[sandbox.id] = max(fair, quantum // 2)
 
     # ------------------------------------------------------------------ slices
