@@ -8,12 +8,15 @@ in a temporary folder, ``kforge worker`` and ``kforge serve --nats`` processes
 - **Throughput**: ``SANDBOXES`` CPU-bound sandboxes (a counting loop of ``COUNT``
   iterations each) from ``AGENTS`` agents, at most ``IN_FLIGHT`` at once, through one
   gateway to one worker, then to two; aggregate ticks per second from the first
-  creation to the last result.  The same sandboxes on an embedded engine in this
-  process give the single-process figure.  Target: two workers ≥ 1.7 × one.
+  creation to the last result, best of ``ROUNDS`` interleaved runs (the machine is
+  shared), with the CPU time each process spent.  The same sandboxes on an embedded
+  engine in this process give the single-process figure.  Target: two workers ≥ 1.7 ×
+  one.
 - **Latency**: ``LATENCY_AGENTS`` agents each create, start, wait for and read the
   status of ``LATENCY_SANDBOXES`` short sandboxes one after another, through the
   gateway of a two-worker cluster and through an embedded ``kforge serve``; then
-  ``SEQUENTIAL`` status requests one at a time, paced (the cost of the hop alone).
+  ``SEQUENTIAL`` status requests one at a time, paced (the cost of the hop alone).  The
+  CPU time nats-server, the gateway and the workers spent per sandbox is recorded.
 - **Failover**: ``FAILOVER_SANDBOXES`` sandboxes that never stop, spread over two
   workers (lease ``LEASE`` seconds); one worker is killed with SIGKILL; for each of its
   sandboxes, the time until its tick count, read through the gateway, moves again.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -55,9 +59,11 @@ from kforge.wire import decode_msgpack
 RESULTS = Path(__file__).resolve().parent / "results"
 
 AGENTS = 16
-SANDBOXES = 192
+SANDBOXES = 384
 COUNT = 100_000_000  # iterations of four instructions: 4 × 10^8 ticks a sandbox
 IN_FLIGHT = 64
+#: Each cluster throughput run is made this many times (interleaved); the best counts.
+ROUNDS = 2
 LATENCY_AGENTS = 32
 LATENCY_SANDBOXES = 5
 SEQUENTIAL = 120
@@ -107,6 +113,29 @@ def milliseconds(samples: list[float]) -> dict[str, float]:
         "p50": round(1000 * statistics.median(samples), 2),
         "p99": round(1000 * percentile(samples, 0.99), 2),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """The CPU time each process of a cluster (and this one) spends from now on."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        assert cluster.nats.process is not None
+        self.pids = {name: process.pid for name, process in cluster.workers.items()}
+        self.pids |= {name: process.pid for name, process in cluster.gateways.items()}
+        self.pids["nats-server"] = cluster.nats.process.pid
+        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.before["clients"] = time.process_time()
+
+    def spent(self) -> dict[str, float]:
+        now = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        now["clients"] = time.process_time()
+        return {name: round(now[name] - self.before[name], 2) for name in now}
 
 
 def keys_for(count: int, salt: int) -> list[AgentKey]:
@@ -161,6 +190,7 @@ async def throughput_embedded(keys: list[AgentKey], sandboxes: int, count: int) 
 
 
 def timed(work: Callable[[], Awaitable[int]]) -> dict[str, Any]:
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     ticks = asyncio.run(work())  # type: ignore[arg-type]
     seconds = time.perf_counter() - started
@@ -168,6 +198,7 @@ def timed(work: Callable[[], Awaitable[int]]) -> dict[str, Any]:
         "ticks": ticks,
         "seconds": round(seconds, 3),
         "ticks_per_second": round(ticks / seconds),
+        "load_average_before": round(load, 2),
     }
 
 
@@ -182,7 +213,16 @@ def cluster_throughput(workers: int, sandboxes: int, count: int, salt: int) -> d
         cluster.wait_ready("gateway", url)
         cluster.wait_balanced(workers)
         keys = keys_for(AGENTS, salt)
-        return timed(lambda: throughput_through(url, keys, sandboxes, count))
+        meter = CpuMeter(cluster)
+        found = timed(lambda: throughput_through(url, keys, sandboxes, count))
+        found["cpu_seconds"] = meter.spent()
+        return found
+
+
+def best_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest run (the others share this machine with whatever else ran meanwhile)."""
+    best = max(runs, key=lambda run: run["ticks_per_second"])
+    return {**best, "runs_ticks_per_second": [run["ticks_per_second"] for run in runs]}
 
 
 # ----------------------------------------------------------------------------- latency
@@ -226,6 +266,8 @@ async def latency_load(url: str, keys: list[AgentKey], per_agent: int) -> dict[s
 
 
 def gateway_latency(per_agent: int, salt: int) -> dict[str, Any]:
+    """The latency load through a two-worker cluster, with what each process spent on it
+    per sandbox (the basis of the estimate in ``docs/cluster.md``)."""
     with (
         tempfile.TemporaryDirectory() as folder,
         LocalCluster(folder, logs=Path(folder)) as cluster,
@@ -235,7 +277,16 @@ def gateway_latency(per_agent: int, salt: int) -> dict[str, Any]:
         url = cluster.start_gateway("gateway")
         cluster.wait_ready("gateway", url)
         cluster.wait_balanced(2)
-        return asyncio.run(latency_load(url, keys_for(LATENCY_AGENTS, salt), per_agent))
+        meter = CpuMeter(cluster)
+        found = asyncio.run(latency_load(url, keys_for(LATENCY_AGENTS, salt), per_agent))
+        spent = meter.spent()
+        sandboxes = LATENCY_AGENTS * per_agent
+        found["cpu_ms_per_sandbox"] = {
+            "nats-server": round(1000 * spent["nats-server"] / sandboxes, 2),
+            "gateway": round(1000 * spent["gateway"] / sandboxes, 2),
+            "workers": round(1000 * (spent["worker-1"] + spent["worker-2"]) / sandboxes, 2),
+        }
+        return found
 
 
 def embedded_latency(per_agent: int, salt: int) -> dict[str, Any]:
@@ -352,9 +403,15 @@ def main() -> int:
     quick = "--quick" in sys.argv
     sandboxes, count = (48, 20_000_000) if quick else (SANDBOXES, COUNT)
     per_agent = 2 if quick else LATENCY_SANDBOXES
+    rounds = 1 if quick else ROUNDS
     embedded = timed(lambda: throughput_embedded(keys_for(AGENTS, 1), sandboxes, count))
-    one = cluster_throughput(1, sandboxes, count, 2)
-    two = cluster_throughput(2, sandboxes, count, 3)
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    for round_ in range(rounds):  # interleaved, so both see the machine alike
+        for workers in (1, 2):
+            runs[workers].append(
+                cluster_throughput(workers, sandboxes, count, 10 * round_ + workers)
+            )
+    one, two = best_of(runs[1]), best_of(runs[2])
     speedup = two["ticks_per_second"] / one["ticks_per_second"]
     through_gateway = gateway_latency(per_agent, 4)
     direct = embedded_latency(per_agent, 5)
@@ -369,6 +426,7 @@ def main() -> int:
             "embedded": embedded,
             "one_worker": one,
             "two_workers": two,
+            "rounds": rounds,
             "two_over_one": round(speedup, 2),
             "target_two_over_one": TARGET_SPEEDUP,
         },
@@ -378,11 +436,15 @@ def main() -> int:
     print(f"CPU-bound: {sandboxes} sandboxes of {4 * count:,} ticks")
     for name, row in (("embedded engine", embedded), ("1 worker", one), ("2 workers", two)):
         print(f"  {name:<16} {row['ticks_per_second'] / 1e9:>7.2f} G ticks/s  ({row['seconds']} s)")
-    print(f"  2 workers / 1 worker: {speedup:.2f}x (target >= {TARGET_SPEEDUP}x)")
+    print(f"  2 workers / 1 worker: {speedup:.2f}x (target >= {TARGET_SPEEDUP}x; best of {rounds})")
+    print(f"  CPU seconds of the 2-worker run: {two['cpu_seconds']}")
     print(f"{'request':<14} {'gateway p50':>12} {'p99':>9} {'embedded p50':>13} {'p99':>9}  (ms)")
     for kind, row in through_gateway["latency_ms"].items():
         other = direct["latency_ms"].get(kind, {"p50": "-", "p99": "-"})
         print(f"{kind:<14} {row['p50']:>12} {row['p99']:>9} {other['p50']:>13} {other['p99']:>9}")
+    print(
+        f"CPU per short sandbox through the gateway (ms): {through_gateway['cpu_ms_per_sandbox']}"
+    )
     print(
         f"failover: {moved['sandboxes_moved']} sandboxes of the killed worker ran again within "
         f"{moved['seconds_to_running_again_max']} s (median {moved['seconds_to_running_again_p50']} s;"
@@ -395,8 +457,6 @@ def main() -> int:
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
 
 

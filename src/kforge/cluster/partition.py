@@ -182,7 +182,6 @@ class Partition:
         store.replies = {}
         self._running: dict[Hash256, asyncio.Future[bytes]] = {}
         self._subscriptions: list[Subscription] = []
-        self._events_sent = 0
         self.closing = False
         self.taken_at = time.time()
         self.meter = TickMeter()
@@ -236,11 +235,13 @@ class Partition:
         store.on_lost = on_lost
         store.take_accounts = partition._take_accounts
         store.after_stored = partition._after_stored
+        store.follow_up = partition._follow_up
         store.before_write = vault.upload
         # What follows from the journal's last batches, sent again before anything new
         # (the last worker may have died between storing a batch and sending these), so
         # that each sandbox's events stay in order.
-        await partition._follow_rows(recent)
+        await partition._record_directory(recent)
+        await partition._publish_events(recent)
         await partition._send_mail(recent_mail)
         store.start()
         await engine.open()
@@ -288,14 +289,27 @@ class Partition:
         return self.ledger.take_changes(row)
 
     async def _after_stored(self, batch: Batch) -> None:
-        for change in batch.accounts:
-            stored, revision = await self._persist(
-                partial(self.accounts.add, self.number, batch.final, change.agent, change.amounts())
+        """Before the batch's requests are answered: the directory entries of the sandboxes
+        and services it creates (any gateway finds them once a creation is answered)."""
+        await self._record_directory(batch.rows)
+
+    async def _follow_up(self, batch: Batch) -> None:
+        """After: the accounts' changes, the events and the mailbox envelopes, in order."""
+        changed = await asyncio.gather(
+            *(
+                self._persist(
+                    partial(
+                        self.accounts.add, self.number, batch.final, change.agent, change.amounts()
+                    )
+                )
+                for change in batch.accounts
             )
+        )
+        for change, (stored, revision) in zip(batch.accounts, changed, strict=True):
             self.ledger.absorb(change.agent, stored, revision)
         if batch.accounts:
             self.ledger.applied(batch.final)
-        await self._follow_rows(batch.rows)
+        await self._publish_events(batch.rows)
         await self._send_mail(batch.mail)
 
     async def _send_mail(self, mail: Iterable[StoredMail]) -> None:
@@ -311,18 +325,32 @@ class Partition:
             ]
         )
 
-    async def _follow_rows(self, rows: Iterable[Row]) -> None:
-        """Directory entries and events of stored rows."""
-        events: list[tuple[str, bytes, str]] = []
+    async def _record_directory(self, rows: Iterable[Row]) -> None:
+        """The directory entries of stored rows (each sandbox or service created, forgotten):
+        one entry after another in the journal's order, different entries at once."""
+        by_entry: dict[Hash256, list[Record]] = {}
         for row in rows:
             record = _record(row)
-            await self._persist(partial(self._directory, record))
-            for index, spec in enumerate(events_of(record)):
+            if isinstance(record, SandboxCreated | SandboxForgotten):
+                by_entry.setdefault(record.sandbox, []).append(record)
+            elif isinstance(record, ServiceCreated):
+                by_entry.setdefault(record.service, []).append(record)
+
+        async def in_order(records: list[Record]) -> None:
+            for record in records:
+                await self._persist(partial(self._directory, record))
+
+        await asyncio.gather(*(in_order(records) for records in by_entry.values()))
+
+    async def _publish_events(self, rows: Iterable[Row]) -> None:
+        """The events of stored rows, derived as the embedded engine derives them."""
+        events: list[tuple[str, bytes, str]] = []
+        for row in rows:
+            for index, spec in enumerate(events_of(_record(row))):
                 event = Event(0, spec.kind, spec.sandbox_id, spec.owner, row.time_ms, spec.payload)
                 subject = names.event_subject(int(spec.kind), spec.owner, spec.sandbox_id)
                 events.append((subject, event.encode(), f"{self.number}.{row.seq}.{index}"))
         await self._publish_all(events)
-        self._events_sent += len(events)
 
     async def _persist(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()`` until NATS takes it (while the partition is still this worker's)."""
