@@ -321,7 +321,7 @@ async def partitions_of(url: str, sandboxes: list[Hash256]) -> dict[Hash256, int
     """Each sandbox's partition, from the cluster's directory."""
     nc = await connect(url, name="bench", who="bench", give_up_after=10)
     try:
-        layout = await open_layout(nc)
+        layout = await open_layout(nc, partitions=None)
         found = {}
         for sandbox in sandboxes:
             entry = await layout.directory.get(f"sandbox.{sandbox.hex}")
@@ -334,7 +334,7 @@ async def partitions_of(url: str, sandboxes: list[Hash256]) -> dict[Hash256, int
 async def holders_of(url: str) -> dict[int, str | None]:
     nc = await connect(url, name="bench", who="bench", give_up_after=10)
     try:
-        return await lease_holders(await open_layout(nc))
+        return await lease_holders(await open_layout(nc, partitions=None))
     finally:
         await nc.close()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from kforge.cli.options import TIERS, CliError, add_data_dir_option
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "needs_cluster_extra"]
 
 
 def _seconds(text: str) -> float:
@@ -44,7 +44,7 @@ def _count(low: int, high: int) -> Any:
     return parse
 
 
-def _needs_cluster_extra() -> None:
+def needs_cluster_extra() -> None:
     try:
         import nats  # noqa: F401
     except ImportError:
@@ -56,7 +56,7 @@ def _needs_cluster_extra() -> None:
 
 def command_worker(args: argparse.Namespace) -> int:
     """Run a worker until SIGTERM or Ctrl-C; returns 0 once drained."""
-    _needs_cluster_extra()
+    needs_cluster_extra()
     import asyncio
     import signal
 
@@ -103,7 +103,7 @@ def _raise_stopped(signum: int, frame: object) -> None:
 def command_up(args: argparse.Namespace) -> int:
     """Start nats-server, workers and a gateway here; stop them all on Ctrl-C or SIGTERM
     (the workers drain first, then the gateway and NATS stop)."""
-    _needs_cluster_extra()
+    needs_cluster_extra()
     import signal
     from pathlib import Path
 
@@ -143,7 +143,7 @@ def command_up(args: argparse.Namespace) -> int:
 
 def command_status(args: argparse.Namespace) -> int:
     """Print the workers, their partitions and load; the partitions nobody runs."""
-    _needs_cluster_extra()
+    needs_cluster_extra()
     import asyncio
 
     from kforge.cluster.status import cluster_status, format_status

@@ -26,6 +26,14 @@ def command_serve(args: argparse.Namespace) -> int:
     from kforge.server.state import ServerConfig
 
     config = ServerConfig(default_preset=args.preset)
+    gateway, about = None, ""
+    if args.nats is not None:
+        from kforge.cli.cluster import needs_cluster_extra
+
+        needs_cluster_extra()
+        from kforge.cluster.gateway import ClusterEngine
+
+        gateway, about = ClusterEngine(args.nats), f"gateway of the cluster at {args.nats}"
     try:
         with contextlib.suppress(KeyboardInterrupt):
             serve(
@@ -34,7 +42,8 @@ def command_serve(args: argparse.Namespace) -> int:
                 args.data_dir,
                 config=config,
                 engine_options={"tier": args.tier},
-                nats=args.nats,
+                engine=gateway,
+                about=about,
             )
     except CannotListen as error:
         hint = "; choose another with --port" if error.in_use else ""

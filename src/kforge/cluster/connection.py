@@ -14,18 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, TextIO, TypeVar
+from typing import Final, TextIO
 
 import nats
 import nats.errors
 from nats.aio.client import Client as Nats
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    BadRequestError,
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+)
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
@@ -36,13 +40,11 @@ __all__ = [
     "DUPLICATE_WINDOW",
     "Layout",
     "NatsUnreachable",
+    "NoCluster",
     "connect",
     "open_layout",
     "shared_secret",
-    "unless_signalled",
 ]
-
-T = TypeVar("T")
 
 #: How long JetStream remembers a message id (events and mailbox envelopes are sent again
 #: after a failover; the copies within this window are dropped).
@@ -58,6 +60,14 @@ _REPORT_SECONDS: Final = 10.0
 
 class NatsUnreachable(Exception):
     """NATS could not be reached within the time allowed (the message says where and why)."""
+
+
+class NoCluster(Exception):
+    """NATS answers, but no worker has made a kforge cluster there yet."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no kforge cluster at {url} yet (no worker has started there)")
+        self.url = url
 
 
 class LayoutRecord(Schema, frozen=True):
@@ -113,7 +123,11 @@ async def connect(
             said_at.append(now)
             say(
                 f"NATS at {url} is not reachable ({_describe(error)}); "
-                "retrying until it answers (Ctrl-C to stop)"
+                + (
+                    f"retrying for up to {give_up_after:.0f} s"
+                    if give_up_after is not None
+                    else "retrying until it answers (Ctrl-C to stop)"
+                )
             )
 
     async def disconnected() -> None:
@@ -147,26 +161,6 @@ async def connect(
         ) from None
     connection.append(nc)
     return nc
-
-
-async def unless_signalled(work: Coroutine[Any, Any, T]) -> T | None:
-    """``work``'s result, or ``None`` when SIGTERM or Ctrl-C came first (``work`` is
-    cancelled): a process still waiting for NATS stops at once, having nothing to hand over."""
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(work)
-    signals = (signal.SIGTERM, signal.SIGINT)
-    for number in signals:
-        loop.add_signal_handler(number, task.cancel)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        running = asyncio.current_task()
-        if running is not None and running.cancelling():
-            raise  # cancelled from outside, not by a signal
-        return None
-    finally:
-        for number in signals:
-            loop.remove_signal_handler(number)
 
 
 @dataclass(eq=False)
@@ -211,8 +205,12 @@ async def _object_store(js: JetStreamContext, bucket: str) -> ObjectStore:
         return await js.object_store(bucket)
 
 
-async def open_layout(nc: Nats, partitions: int = names.DEFAULT_PARTITIONS) -> Layout:
-    """Make what is missing and open it all; ``partitions`` counts only for a new cluster."""
+async def open_layout(nc: Nats, partitions: int | None = names.DEFAULT_PARTITIONS) -> Layout:
+    """Make what is missing and open it all; ``partitions`` counts only for a new cluster.
+
+    With ``partitions=None`` (a gateway, the status) no cluster is made: a NATS server
+    where no worker has made one yet raises :class:`NoCluster`.
+    """
     js = nc.jetstream(timeout=10)
     await _stream(
         js,
@@ -244,10 +242,14 @@ async def open_layout(nc: Nats, partitions: int = names.DEFAULT_PARTITIONS) -> L
         ),
     )
     cluster = await _bucket(js, names.CLUSTER_BUCKET)
-    record = encode_msgpack(LayoutRecord(1, partitions))
-    with contextlib.suppress(KeyWrongLastSequenceError):
-        await cluster.create("layout", record)
-    stored = decode_msgpack((await cluster.get("layout")).value or b"", LayoutRecord, "layout")
+    if partitions is not None:
+        with contextlib.suppress(KeyWrongLastSequenceError):
+            await cluster.create("layout", encode_msgpack(LayoutRecord(1, partitions)))
+    try:
+        entry = await cluster.get("layout")
+    except KeyNotFoundError:
+        raise NoCluster(nc.connected_url.geturl() if nc.connected_url else "NATS") from None
+    stored = decode_msgpack(entry.value or b"", LayoutRecord, "layout")
     return Layout(
         nc=nc,
         js=js,

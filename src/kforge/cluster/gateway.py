@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TextIO
@@ -35,7 +36,7 @@ from nats.js import api
 from nats.js.errors import KeyNotFoundError
 
 from kforge.cluster import names
-from kforge.cluster.connection import Layout, connect, open_layout, shared_secret
+from kforge.cluster.connection import Layout, NoCluster, connect, open_layout, shared_secret
 from kforge.cluster.programs import ProgramStore
 from kforge.cluster.protocol import (
     MOVED,
@@ -336,13 +337,27 @@ class ClusterEngine:
                 out=self._out,
                 give_up_after=self._connect_timeout,
             )
-            self._layout = await open_layout(self._nc)
+            self._layout = await self._wait_for_cluster(self._nc)
             self.token_secret = await shared_secret(self._layout, "token-secret")
             self.mailbox.layout = self._layout
             self.programs = ProgramStore(self._layout.programs)
             await self.bus.start(self._layout)
             self.status = EngineStatus.OPEN
         return self
+
+    async def _wait_for_cluster(self, nc: Nats) -> Layout:
+        """The cluster's layout, once a worker has made it (saying so while waiting)."""
+        said = False
+        while True:
+            try:
+                return await open_layout(nc, partitions=None)
+            except NoCluster as missing:
+                if not said:
+                    stream = self._out if self._out is not None else sys.stderr
+                    stream.write(f"kforge serve: {missing}; waiting for one\n")
+                    stream.flush()
+                    said = True
+            await asyncio.sleep(0.2)
 
     async def close(self) -> None:
         if self.status is EngineStatus.OPEN:

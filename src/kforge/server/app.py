@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import errno
 import os
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,6 +44,8 @@ __all__ = [
     "open_engine",
     "serve",
 ]
+
+T = TypeVar("T")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 #: Swagger UI's files, installed with kforge (the API page loads nothing from elsewhere).
@@ -207,33 +210,34 @@ def serve(
     out: TextIO | None = None,
     sock: socket.socket | None = None,
     ready: Callable[[str], None] | None = None,
-    nats: str | None = None,
+    engine: ServedEngine | None = None,
+    about: str = "",
 ) -> None:
     """Run the server until interrupted; prints the dashboard URL with the dev token.
 
     ``sock`` serves an already bound socket (tests pass one bound to port 0),
     else one is bound by :func:`listen` (``CannotListen`` when that fails);
-    ``ready`` is called with the base URL once the server listens.  With ``nats``
-    (a URL) the server is a gateway to the cluster there (``docs/cluster.md``)
-    instead of running an engine of its own.
+    ``ready`` is called with the base URL once the server listens.  ``engine``
+    serves that engine instead of one on the vault under ``data_dir`` (a cluster's
+    gateway engine, ``docs/cluster.md``): it is opened before the server listens,
+    however long that takes (SIGTERM or Ctrl-C meanwhile stop quietly), and closed
+    after; ``about`` is said of it when the server listens.
     """
     import uvicorn
 
     sock = sock if sock is not None else listen(host, port)
-    engine: ServedEngine
     vault: Vault | None = None
+    served: ServedEngine
     try:
-        if nats is not None:
-            from kforge.cluster.gateway import ClusterEngine
-
-            engine = ClusterEngine(nats)
-        else:
+        if engine is None:
             local = open_engine(data_dir, **(engine_options or {}))
-            engine, vault = local, local.vault
+            served, vault = local, local.vault
+        else:
+            served = engine
     except BaseException:
         sock.close()
         raise
-    app = create_app(engine, config)
+    app = create_app(served, config)
     state: ServerState = app.state.kforge
     server = uvicorn.Server(
         uvicorn.Config(
@@ -257,17 +261,15 @@ def serve(
     )
 
     async def main() -> None:
-        if nats is not None and not await _gateway_opened(engine):
-            stream.write("kforge serve: stopped before NATS was reachable\n")
+        if engine is not None and await _unless_signalled(engine.open()) is None:
+            stream.write("kforge serve: stopped before the engine opened\n")
             return
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
             stream.write(
-                f"kforge serve: listening on {base}"
-                + (f" (gateway of the cluster at {nats})" if nats is not None else "")
-                + "\n"
+                f"kforge serve: listening on {base}{f' ({about})' if about else ''}\n"
                 f"  dashboard: {base}/dashboard/#token={state.dev_token}\n"
                 f"  dev token (operator, this run only): {state.dev_token}\n"
             )
@@ -277,7 +279,7 @@ def serve(
         try:
             await serving
         finally:
-            if nats is not None:
+            if engine is not None:
                 await engine.close()
 
     try:
@@ -288,9 +290,21 @@ def serve(
             vault.close()
 
 
-async def _gateway_opened(engine: ServedEngine) -> bool:
-    """Open a gateway's engine before the server starts (it waits for NATS, saying so,
-    and stops quietly on SIGTERM or Ctrl-C meanwhile); false when it was stopped."""
-    from kforge.cluster.connection import unless_signalled
-
-    return await unless_signalled(engine.open()) is not None
+async def _unless_signalled(work: Coroutine[Any, Any, T]) -> T | None:
+    """``work``'s result, or ``None`` when SIGTERM or Ctrl-C came first (``work`` is
+    cancelled): a server still waiting for its engine stops at once."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for number in signals:
+        loop.add_signal_handler(number, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        running = asyncio.current_task()
+        if running is not None and running.cancelling():
+            raise  # cancelled from outside, not by a signal
+        return None
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
