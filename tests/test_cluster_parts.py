@@ -20,12 +20,14 @@ import pytest
 from cluster_support import SPIN, LocalCluster, agent_keys
 from kforge.accounting import OPEN_ACCOUNTS
 from kforge.asm import assemble
+from kforge.cluster import names
 from kforge.cluster.accounts import AccountsBucket
 from kforge.cluster.connection import Layout, NatsUnreachable, connect, open_layout
 from kforge.cluster.gateway import ClusterEngine
 from kforge.cluster.journal_store import JetStreamJournalStore, PartitionLost
 from kforge.cluster.leases import assignment
 from kforge.cluster.local import NatsServer, free_port, kforge_command
+from kforge.cluster.placement import PartitionLoads, place
 from kforge.cluster.programs import fetch_object
 from kforge.cluster.worker import Worker, WorkerConfig
 from kforge.core import EventKind, Hash256, VaultFetchFailed
@@ -59,6 +61,39 @@ def test_placement_is_balanced_and_moves_few_partitions_when_a_worker_joins() ->
     assert assignment(16, ["b", "a"]) == two, "everyone computes the same placement"
     assert set(assignment(16, ["a"]).values()) == {"a"}
     assert assignment(16, []) == {}
+
+
+def test_a_creation_has_two_distinct_partitions_named_by_its_request_id() -> None:
+    ids = [Hash256(bytes([n]) * 32) for n in range(200)]
+    for request_id in ids:
+        first, second = names.partition_choices(request_id, 16)
+        assert first != second and 0 <= first < 16 and 0 <= second < 16
+        assert names.partition_choices(request_id, 16) == (first, second)
+    assert names.partition_choices(ids[0], 1) == (0, 0)
+    seconds = {names.partition_choices(request_id, 16)[1] for request_id in ids}
+    assert len(seconds) == 16, "the second choice is spread too"
+
+
+def test_a_creation_goes_to_the_lighter_choice_and_stays_where_it_went(tmp_path: Path) -> None:
+    async def body() -> None:
+        with NatsServer(tmp_path) as server:
+            async with layout_of(server, partitions=8) as layout:
+                request_id = Hash256(bytes(range(32)))
+                first, second = names.partition_choices(request_id, 8)
+                loads = PartitionLoads()
+                loads.seed([(first, 5), (second, 2)])
+                assert await place(layout, loads, request_id) == second
+                assert loads.load(second) == 3, "counted at once, before its event comes"
+                loads.heard(second, EventKind.SANDBOX_CREATED)
+                assert loads.load(second) == 3, "and not twice once it comes"
+                elsewhere = PartitionLoads()  # another gateway, which sees other loads
+                elsewhere.seed([(first, 0), (second, 9)])
+                assert await place(layout, elsewhere, request_id) == second
+                other = Hash256(bytes(32))
+                tie = names.partition_choices(other, 8)[0]
+                assert await place(layout, PartitionLoads(), other) == tie, "ties go first"
+
+    run(body)
 
 
 # ----------------------------------------------------------------------------- the journal

@@ -51,6 +51,9 @@ __all__ = [
 DUPLICATE_WINDOW: Final = 120.0
 #: Mailbox envelopes not taken within this long are dropped.
 MAILBOX_AGE: Final = 3600.0
+#: How long where a creation went is remembered (a creation sent again later than this
+#: may be placed anew).
+PLACEMENT_AGE: Final = 3600.0
 #: How soon a connection that failed (or was lost) is tried again: a restarted server
 #: is back within this.
 _RETRY_SECONDS: Final = 0.25
@@ -175,6 +178,7 @@ class Layout:
     workers: KeyValue
     directory: KeyValue
     accounts: KeyValue
+    placements: KeyValue
     programs: ObjectStore
     snapshots: ObjectStore
 
@@ -187,12 +191,12 @@ async def _stream(js: JetStreamContext, config: api.StreamConfig) -> None:
         await js.stream_info(config.name)
 
 
-async def _bucket(js: JetStreamContext, bucket: str, history: int = 1) -> KeyValue:
+async def _bucket(js: JetStreamContext, bucket: str, ttl: float | None = None) -> KeyValue:
     try:
         return await js.key_value(bucket)
     except BucketNotFoundError:
         with contextlib.suppress(BadRequestError):
-            return await js.create_key_value(api.KeyValueConfig(bucket=bucket, history=history))
+            return await js.create_key_value(api.KeyValueConfig(bucket=bucket, ttl=ttl))
         return await js.key_value(bucket)
 
 
@@ -259,6 +263,7 @@ async def open_layout(nc: Nats, partitions: int | None = names.DEFAULT_PARTITION
         workers=await _bucket(js, names.WORKERS_BUCKET),
         directory=await _bucket(js, names.DIRECTORY_BUCKET),
         accounts=await _bucket(js, names.ACCOUNTS_BUCKET),
+        placements=await _bucket(js, names.PLACEMENTS_BUCKET, ttl=PLACEMENT_AGE),
         programs=await _object_store(js, names.PROGRAMS_STORE),
         snapshots=await _object_store(js, names.SNAPSHOTS_STORE),
     )

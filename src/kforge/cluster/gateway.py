@@ -7,16 +7,14 @@ gateway keeps nothing a client depends on: any number of gateways may run, and a
 client whose gateway died sends its request again to another (with the same
 ``X-Kforge-Request-Id``; the worker answers it once).
 
-- A new sandbox (and a link) goes to the partition :func:`~kforge.cluster.names.partition_of`
-  its request id names; anything about an existing sandbox or service to the
-  partition the directory (``kforge_directory``) says; lists to every partition.
+- A new sandbox goes to the less loaded of the two partitions its request id names
+  (:mod:`kforge.cluster.placement`), a link to the partition
+  :func:`~kforge.cluster.names.partition_of` its request id names; anything about an
+  existing sandbox or service to the partition the directory (``kforge_directory``)
+  says; lists to every partition.
 - A request that finds no worker (a failover is under way), or a worker that
   says the partition moved, is sent again until ``request_timeout``.
-- Events come from the ``KFORGE_EVENTS`` stream, filtered by the server:
-  :class:`ClusterBus` subscriptions are JetStream consumers on the subjects
-  their kinds, owner and sandbox name, from now or from a sequence number.
-- Mailboxes are the ``KFORGE_MAILBOX`` stream: one consumer per agent takes its
-  envelopes (each once, whichever gateway the agent asks).
+- Events and mailboxes come from their streams (:mod:`kforge.cluster.feeds`).
 """
 
 from __future__ import annotations
@@ -31,12 +29,13 @@ from typing import Any, Final, TextIO
 
 import nats.errors
 from nats.aio.client import Client as Nats
-from nats.aio.msg import Msg
-from nats.js import api
 from nats.js.errors import KeyNotFoundError
 
 from kforge.cluster import names
 from kforge.cluster.connection import Layout, NoCluster, connect, open_layout, shared_secret
+from kforge.cluster.feeds import ClusterBus, ClusterMailbox
+from kforge.cluster.leases import live_workers
+from kforge.cluster.placement import PlacementUnavailable, place
 from kforge.cluster.programs import ProgramStore
 from kforge.cluster.protocol import (
     MOVED,
@@ -90,7 +89,6 @@ from kforge.engine.models import (
     ServiceResult,
     SystemClock,
 )
-from kforge.events import AnyEventKind, Event, EventBus, Subscription, event_kind
 from kforge.link import Import
 from kforge.messages import Envelope, ExtensionCode, ReplyCode, decode_payload
 from kforge.program import ForgeProgram
@@ -99,10 +97,12 @@ from kforge.proofs.replay import RunRecord
 from kforge.server.endpoint import current_request_id
 from kforge.wire import decode_msgpack, encode_msgpack
 
-__all__ = ["ClusterBus", "ClusterEngine", "ClusterMailbox", "ClusterUnavailable"]
+__all__ = ["ClusterEngine", "ClusterUnavailable"]
 
 #: The longest one try of a request waits for its answer (then it is sent again).
 _TRY_SECONDS: Final = 5.0
+#: Heartbeats younger than this count when a gateway learns the partitions' loads.
+_SEED_HEARTBEAT_SECONDS: Final = 10.0
 _CODES_BY_SANDBOX: Final = frozenset(
     {
         MessageCode.SANDBOX_STATUS,
@@ -123,177 +123,6 @@ class ClusterUnavailable(EngineNotOpen):
 
 def _request_id() -> Hash256:
     return current_request_id() or Hash256(os.urandom(32))
-
-
-class ClusterMailbox:
-    """Envelopes the engines sent an agent later, taken from ``KFORGE_MAILBOX``."""
-
-    def __init__(self) -> None:
-        self.layout: Layout | None = None
-        self._consumers: dict[AgentId, Any] = {}
-
-    async def _consumer(self, agent: AgentId) -> Any:
-        found = self._consumers.get(agent)
-        if found is None:
-            if self.layout is None:
-                raise EngineNotOpen("unopened")
-            found = await self.layout.js.pull_subscribe(
-                names.mailbox_subject(agent),
-                durable=f"mailbox-{agent.hex[:32]}",
-                stream=names.MAILBOX_STREAM,
-                config=api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=30.0),
-            )
-            self._consumers[agent] = found
-        return found
-
-    async def take(self, recipient: AgentId, timeout: float = 0.0) -> list[Envelope]:
-        """Every envelope waiting for ``recipient`` (waiting up to ``timeout`` for the first)."""
-        consumer = await self._consumer(recipient)
-        taken: list[Envelope] = []
-        wait = max(timeout, 0.05)
-        while True:
-            try:
-                messages = await consumer.fetch(64, timeout=wait)
-            except nats.errors.TimeoutError:
-                return taken
-            for message in messages:
-                with contextlib.suppress(Exception):
-                    taken.append(Envelope.decode(message.data))
-                await message.ack()
-            if len(messages) < 64:
-                return taken
-            wait = 0.05
-
-    def drain(self, agent: AgentId) -> list[Envelope]:
-        """Nothing is kept here (see :meth:`take`)."""
-        return []
-
-
-class ClusterBus(EventBus):
-    """The events of every partition (``KFORGE_EVENTS``), as the in-process bus offers them.
-
-    ``seq`` is the stream's sequence number: cluster-wide, and where a subscriber
-    asks to start again (``since``).
-    """
-
-    def __init__(self, default_maxsize: int = 4096) -> None:
-        super().__init__(default_maxsize=default_maxsize)
-        self.layout: Layout | None = None
-        self._feeds: dict[int, Any] = {}
-        self._listening: Any = None
-        self._last_seq = 0
-
-    @property
-    def published(self) -> int:
-        return self._last_seq
-
-    async def start(self, layout: Layout) -> None:
-        """Follow new events for the listeners (the server's notes on sandboxes)."""
-        self.layout = layout
-        self._listening = await layout.js.subscribe(
-            "kforge.events.>",
-            stream=names.EVENTS_STREAM,
-            cb=self._heard,
-            ordered_consumer=True,
-            deliver_policy=api.DeliverPolicy.NEW,
-        )
-
-    async def stop(self) -> None:
-        for feed in [self._listening, *self._feeds.values()]:
-            if feed is not None:
-                with contextlib.suppress(Exception):
-                    await feed.unsubscribe()
-        self._feeds.clear()
-
-    async def _heard(self, message: Msg) -> None:
-        event = _event_of(message)
-        if event is None:
-            return
-        self._last_seq = max(self._last_seq, event.seq)
-        for listener in self.listeners:
-            with contextlib.suppress(Exception):
-                listener(event)
-
-    def subscribe(
-        self,
-        kinds: Iterable[AnyEventKind] | None = None,
-        *,
-        sandbox_id: Hash256 | None = None,
-        owner: AgentId | None = None,
-        maxsize: int | None = None,
-        since: int | None = None,
-    ) -> Subscription:
-        """A subscription fed by a JetStream consumer on the matching subjects (from the
-        stream sequence ``since``, else from now)."""
-        subscription = super().subscribe(kinds, sandbox_id=sandbox_id, owner=owner, maxsize=maxsize)
-        filters = (
-            [names.events_filter(int(kind), owner, sandbox_id) for kind in subscription.kinds]
-            if subscription.kinds
-            else [names.events_filter(None, owner, sandbox_id)]
-        )
-        config = api.ConsumerConfig(
-            filter_subjects=filters if len(filters) > 1 else None,
-            deliver_policy=(
-                api.DeliverPolicy.BY_START_SEQUENCE if since else api.DeliverPolicy.NEW
-            ),
-            opt_start_seq=since or None,
-        )
-
-        async def feed(message: Msg) -> None:
-            event = _event_of(message)
-            if event is not None and not subscription.closed:
-                subscription._offer(event)
-
-        layout = self.layout
-        if layout is None:
-            raise EngineNotOpen("unopened")
-
-        async def open_feed() -> None:
-            self._feeds[id(subscription)] = await layout.js.subscribe(
-                filters[0],
-                stream=names.EVENTS_STREAM,
-                cb=feed,
-                ordered_consumer=True,
-                config=config,
-            )
-
-        self._opening = asyncio.get_running_loop().create_task(open_feed())
-        return subscription
-
-    async def ready(self) -> None:
-        """Wait until the last subscription's consumer exists (its events flow from then)."""
-        opening = getattr(self, "_opening", None)
-        if opening is not None:
-            await opening
-
-    def _remove(self, subscription: Subscription) -> None:
-        super()._remove(subscription)
-        feed = self._feeds.pop(id(subscription), None)
-        if feed is not None:
-            asyncio.get_running_loop().create_task(_unsubscribe(feed))
-
-
-async def _unsubscribe(feed: Any) -> None:
-    with contextlib.suppress(Exception):
-        await feed.unsubscribe()
-
-
-def _event_of(message: Msg) -> Event | None:
-    """The event a stream message holds, numbered by its stream sequence."""
-    try:
-        values = decode_msgpack(message.data, dict[str, Any], "event")
-        sandbox = values["sandbox_id"]
-        owner = values["owner"]
-        return Event(
-            message.metadata.sequence.stream,
-            event_kind(values["kind"]),
-            Hash256(bytes(sandbox)) if sandbox is not None else None,
-            AgentId(bytes(owner)) if owner is not None else None,
-            values["timestamp_ms"],
-            values["payload"],
-        )
-    except Exception:
-        return None
 
 
 class ClusterEngine:
@@ -341,6 +170,12 @@ class ClusterEngine:
             self.token_secret = await shared_secret(self._layout, "token-secret")
             self.mailbox.layout = self._layout
             self.programs = ProgramStore(self._layout.programs)
+            workers = await live_workers(self._layout, _SEED_HEARTBEAT_SECONDS)
+            self.bus.loads.seed(
+                (load.partition, load.live)
+                for record in workers.values()
+                for load in record.partitions
+            )
             await self.bus.start(self._layout)
             self.status = EngineStatus.OPEN
         return self
@@ -462,7 +297,7 @@ class ClusterEngine:
                 "request", f"expected a CreateSandbox, got {type(request).__name__}"
             )
         request_id = _request_id()
-        partition = names.partition_of(request_id, self.partitions)
+        partition = await self._place(request_id)
         created: Hash256 = await self._call(partition, Create(request_id, request))
         self._directory[f"sandbox.{created.hex}"] = partition
         return created
@@ -603,9 +438,19 @@ class ClusterEngine:
 
     # ------------------------------------------------------------------ messages
 
+    async def _place(self, request_id: Hash256) -> int:
+        """The partition of a new sandbox (:mod:`kforge.cluster.placement`)."""
+        try:
+            return await place(self.layout, self.bus.loads, request_id)
+        except PlacementUnavailable as error:
+            raise ClusterUnavailable(str(error)) from None
+
     async def _partition_for(self, envelope: Envelope) -> int:
-        """Where an envelope goes: by the sandbox or service it names, else by its id."""
+        """Where an envelope goes: by the sandbox or service it names, a creation where
+        :meth:`_place` puts it, anything else by its id."""
         code = envelope.code
+        if code == MessageCode.SANDBOX_CREATE:
+            return await self._place(envelope.id)
         try:
             if code in _CODES_BY_SANDBOX:
                 return await self._where(

@@ -21,6 +21,7 @@ leaves, few partitions move.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
@@ -40,6 +41,7 @@ __all__ = [
     "WorkerRecord",
     "assignment",
     "lease_holders",
+    "live_workers",
 ]
 
 
@@ -170,3 +172,25 @@ class LeaseBook:
         if revision is not None:
             with contextlib.suppress(KeyWrongLastSequenceError):
                 await self.bucket.delete(names.lease_key(partition), last=revision)
+
+
+async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, WorkerRecord]:
+    """The workers whose heartbeat is younger than the lease time (draining ones too)."""
+    found: dict[str, WorkerRecord] = {}
+    try:
+        keys = await layout.workers.keys()
+    except Exception:  # nats' NoKeysError: an empty bucket
+        return found
+    entries = await asyncio.gather(
+        *(layout.workers.get(key) for key in keys), return_exceptions=True
+    )
+    now = time.time_ns() // 1_000_000
+    for entry in entries:
+        if isinstance(entry, KeyNotFoundError):
+            continue  # gone since the keys were listed
+        if isinstance(entry, BaseException):
+            raise entry
+        record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
+        if now - record.heartbeat_ms <= lease_seconds * 1000:
+            found[record.worker] = record
+    return found

@@ -20,6 +20,8 @@ __all__ = [
     "JOURNAL_STREAM",
     "LEASES_BUCKET",
     "MAILBOX_STREAM",
+    "PARTITION_HEADER",
+    "PLACEMENTS_BUCKET",
     "PROGRAMS_STORE",
     "SNAPSHOTS_STORE",
     "WORKERS_BUCKET",
@@ -30,7 +32,9 @@ __all__ = [
     "journal_subject",
     "lease_key",
     "mailbox_subject",
+    "partition_choices",
     "partition_of",
+    "placement_key",
     "snapshot_name",
 ]
 
@@ -45,6 +49,9 @@ LEASES_BUCKET: Final = "kforge_leases"
 WORKERS_BUCKET: Final = "kforge_workers"
 DIRECTORY_BUCKET: Final = "kforge_directory"
 ACCOUNTS_BUCKET: Final = "kforge_accounts"
+PLACEMENTS_BUCKET: Final = "kforge_placements"
+#: The header naming the partition an event (or envelope) comes from.
+PARTITION_HEADER: Final = "Kforge-Partition"
 PROGRAMS_STORE: Final = "kforge_programs"
 SNAPSHOTS_STORE: Final = "kforge_snapshots"
 
@@ -107,3 +114,20 @@ def partition_of(request_id: Hash256, partitions: int) -> int:
     """
     digest = hashlib.sha256(b"kforge/placement/v1\0" + request_id.raw).digest()
     return int.from_bytes(digest[:8], "big") % partitions
+
+
+def partition_choices(request_id: Hash256, partitions: int) -> tuple[int, int]:
+    """The two partitions a new sandbox asked for by ``request_id`` may go to: the less
+    loaded of the two (the power of two choices), a function of the request id alone.
+    Different partitions whenever there are two."""
+    digest = hashlib.sha256(b"kforge/placement/v2\0" + request_id.raw).digest()
+    first = int.from_bytes(digest[:8], "big") % partitions
+    if partitions == 1:
+        return first, first
+    step = 1 + int.from_bytes(digest[8:16], "big") % (partitions - 1)
+    return first, (first + step) % partitions
+
+
+def placement_key(request_id: Hash256) -> str:
+    """The key in ``kforge_placements`` naming where the creation ``request_id`` went."""
+    return f"request.{request_id.hex}"

@@ -373,12 +373,15 @@ class Partition:
         """Publish to JetStream in order, each once (a message id JetStream remembers), in
         flights of :data:`_EVENTS_IN_FLIGHT`; a flight that fails is sent again whole."""
         js = self.layout.js
+        headers = {names.PARTITION_HEADER: str(self.number)}
         for start in range(0, len(messages), _EVENTS_IN_FLIGHT):
             flight = messages[start : start + _EVENTS_IN_FLIGHT]
 
             async def send(flight: list[tuple[str, bytes, str]] = flight) -> None:
                 acks = [
-                    await js.publish_async(subject, data, headers={"Nats-Msg-Id": message_id})
+                    await js.publish_async(
+                        subject, data, headers=headers | {"Nats-Msg-Id": message_id}
+                    )
                     for subject, data, message_id in flight
                 ]
                 done, pending = await asyncio.wait(acks, timeout=5.0)

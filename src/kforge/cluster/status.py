@@ -7,8 +7,7 @@ import time
 from typing import Any
 
 from kforge.cluster.connection import connect, open_layout
-from kforge.cluster.leases import lease_holders
-from kforge.cluster.worker import live_workers
+from kforge.cluster.leases import lease_holders, live_workers
 
 __all__ = ["cluster_status", "format_status"]
 

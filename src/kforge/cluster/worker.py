@@ -26,20 +26,25 @@ from functools import partial
 from typing import Any, TextIO
 
 from nats.aio.client import Client as Nats
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE
 
 from kforge.accounting import OPEN_ACCOUNTS, Opening
 from kforge.cluster.accounts import AccountsBucket, StoredAccount
 from kforge.cluster.connection import Layout, connect, open_layout
-from kforge.cluster.leases import LeaseBook, PartitionLoad, WorkerRecord, assignment
+from kforge.cluster.leases import (
+    LeaseBook,
+    PartitionLoad,
+    WorkerRecord,
+    assignment,
+    live_workers,
+)
 from kforge.cluster.partition import Partition, PartitionSettings
 from kforge.core import AgentId
 from kforge.engine import EngineLimits
 from kforge.tiers import TierRunner
 from kforge.wire import decode_msgpack, encode_msgpack
 
-__all__ = ["Worker", "WorkerConfig", "live_workers"]
+__all__ = ["Worker", "WorkerConfig"]
 
 
 @dataclass(frozen=True)
@@ -58,28 +63,6 @@ class WorkerConfig:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, WorkerRecord]:
-    """The workers whose heartbeat is younger than the lease time (draining ones too)."""
-    found: dict[str, WorkerRecord] = {}
-    try:
-        keys = await layout.workers.keys()
-    except Exception:  # nats' NoKeysError: an empty bucket
-        return found
-    entries = await asyncio.gather(
-        *(layout.workers.get(key) for key in keys), return_exceptions=True
-    )
-    now = _now_ms()
-    for entry in entries:
-        if isinstance(entry, KeyNotFoundError):
-            continue  # gone since the keys were listed
-        if isinstance(entry, BaseException):
-            raise entry
-        record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
-        if now - record.heartbeat_ms <= lease_seconds * 1000:
-            found[record.worker] = record
-    return found
 
 
 class Worker:
