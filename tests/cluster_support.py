@@ -382,8 +382,12 @@ async def run_on_cluster(
     return ClusterRun(outcomes, ids, listed)
 
 
-def assert_same(expected: dict[int, Outcome], got: dict[int, Outcome], logs: str) -> None:
-    """Every sandbox's result and events, and every account, as the embedded engine's."""
+def assert_same(
+    expected: dict[int, Outcome], run: ClusterRun, plan: list[Planned], logs: str
+) -> None:
+    """Every sandbox's result and events, and every account, as the embedded engine's; and
+    each agent's sandboxes exactly those it was answered (none lost, none made twice)."""
+    got = run.outcomes
     assert set(got) == set(expected), f"sandboxes missing: {set(expected) - set(got)}"
     for index in sorted(expected, key=lambda index: (index < 0, index)):
         want, have = expected[index], got[index]
@@ -391,6 +395,9 @@ def assert_same(expected: dict[int, Outcome], got: dict[int, Outcome], logs: str
         assert have.events == want.events, (
             f"sandbox {index} events:\n{have.events}\n!=\n{want.events}\n{logs[-3000:]}"
         )
+    for agent, listed in run.listed.items():
+        answered = {run.ids[item.index] for item in plan if item.agent == agent}
+        assert listed == answered, f"agent {agent}: an answered sandbox is missing, or one is extra"
 
 
 def create_twice(gateways: list[str], key: AgentKey, request: CreateSandbox) -> list[Hash256]:

@@ -254,6 +254,8 @@ class AccountsBucket:
     def __init__(self, kv: KeyValue, opening: Opening) -> None:
         self.kv = kv
         self.opening = opening
+        #: The tasks following watches (kept, so they live as long as their watch).
+        self._following: list[asyncio.Task[None]] = []
 
     async def read(self, agent: AgentId) -> tuple[StoredAccount, int]:
         """The agent's account and its revision (0: none stored yet, the opening grant)."""
@@ -308,7 +310,7 @@ class AccountsBucket:
         async for entry in _until_current(watcher):
             with contextlib.suppress(ValueError):
                 absorb(AgentId.from_hex(entry.key), _decoded(entry.value), entry.revision or 0)
-        asyncio.get_running_loop().create_task(_follow(watcher, absorb))
+        self._following.append(asyncio.get_running_loop().create_task(_follow(watcher, absorb)))
         return watcher
 
 

@@ -31,41 +31,13 @@ import nats.errors
 from nats.aio.client import Client as Nats
 from nats.js.errors import KeyNotFoundError
 
-from kforge.cluster import names
+from kforge.cluster import names, protocol
 from kforge.cluster.connection import Layout, NoCluster, connect, open_layout, shared_secret
 from kforge.cluster.feeds import ClusterBus, ClusterMailbox
 from kforge.cluster.leases import live_workers
 from kforge.cluster.placement import PlacementUnavailable, place
 from kforge.cluster.programs import ProgramStore
-from kforge.cluster.protocol import (
-    MOVED,
-    RESULTS,
-    Answer,
-    Call,
-    CallService,
-    Create,
-    CreateService,
-    Deliver,
-    DirectoryEntry,
-    Forget,
-    FundService,
-    Grant,
-    IoLog,
-    Kill,
-    Link,
-    ListSandboxes,
-    ListServices,
-    Output,
-    Prove,
-    Revoke,
-    RunRecordOf,
-    ServiceInfoOf,
-    Start,
-    Status,
-    Step,
-    Wait,
-    relayed_error,
-)
+from kforge.cluster.protocol import MOVED, RESULTS, Answer, Call, DirectoryEntry, relayed_error
 from kforge.core import (
     AgentId,
     EngineNotOpen,
@@ -298,25 +270,25 @@ class ClusterEngine:
             )
         request_id = _request_id()
         partition = await self._place(request_id)
-        created: Hash256 = await self._call(partition, Create(request_id, request))
+        created: Hash256 = await self._call(partition, protocol.Create(request_id, request))
         self._directory[f"sandbox.{created.hex}"] = partition
         return created
 
     async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
         info: SandboxInfo = await self._sandbox_call(
-            sandbox_id, Status(_request_id(), sandbox_id, requester)
+            sandbox_id, protocol.Status(_request_id(), sandbox_id, requester)
         )
         return info
 
     async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
-        return await self._everywhere(ListSandboxes(_request_id(), owner))
+        return await self._everywhere(protocol.ListSandboxes(_request_id(), owner))
 
     async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        await self._sandbox_call(sandbox_id, Start(_request_id(), sandbox_id, requester))
+        await self._sandbox_call(sandbox_id, protocol.Start(_request_id(), sandbox_id, requester))
 
     async def step(self, sandbox_id: Hash256, requester: AgentId) -> SandboxState:
         state: SandboxState = await self._sandbox_call(
-            sandbox_id, Step(_request_id(), sandbox_id, requester)
+            sandbox_id, protocol.Step(_request_id(), sandbox_id, requester)
         )
         return state
 
@@ -324,11 +296,11 @@ class ClusterEngine:
         self, sandbox_id: Hash256, channel: int, data: bytes, requester: AgentId
     ) -> None:
         await self._sandbox_call(
-            sandbox_id, Deliver(_request_id(), sandbox_id, requester, channel, bytes(data))
+            sandbox_id, protocol.Deliver(_request_id(), sandbox_id, requester, channel, bytes(data))
         )
 
     async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        await self._sandbox_call(sandbox_id, Kill(_request_id(), sandbox_id, requester))
+        await self._sandbox_call(sandbox_id, protocol.Kill(_request_id(), sandbox_id, requester))
 
     async def wait(
         self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
@@ -340,7 +312,7 @@ class ClusterEngine:
             left = _TRY_SECONDS * 6 if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 result: ExecResult = await self._sandbox_call(
-                    sandbox_id, Wait(_request_id(), sandbox_id, requester, left), wait=left
+                    sandbox_id, protocol.Wait(_request_id(), sandbox_id, requester, left), wait=left
                 )
                 return result
             except TimeoutError:
@@ -348,12 +320,12 @@ class ClusterEngine:
                     raise
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
-        await self._sandbox_call(sandbox_id, Forget(_request_id(), sandbox_id, requester))
+        await self._sandbox_call(sandbox_id, protocol.Forget(_request_id(), sandbox_id, requester))
         self._directory.pop(f"sandbox.{sandbox_id.hex}", None)
 
     async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]:
         calls: tuple[HostCall, ...] = await self._sandbox_call(
-            sandbox_id, IoLog(_request_id(), sandbox_id, requester)
+            sandbox_id, protocol.IoLog(_request_id(), sandbox_id, requester)
         )
         return calls
 
@@ -361,19 +333,19 @@ class ClusterEngine:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidRequest("offset", f"expected an integer of at least 0, got {offset!r}")
         data: bytes = await self._sandbox_call(
-            sandbox_id, Output(_request_id(), sandbox_id, requester, offset)
+            sandbox_id, protocol.Output(_request_id(), sandbox_id, requester, offset)
         )
         return data
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         raw = await self._sandbox_call(
-            sandbox_id, RunRecordOf(_request_id(), sandbox_id, requester)
+            sandbox_id, protocol.RunRecordOf(_request_id(), sandbox_id, requester)
         )
         return RunRecord.from_bytes(raw)
 
     async def request_proof(self, sandbox_id: Hash256, requester: AgentId) -> ExecutionProof:
         raw = await self._sandbox_call(
-            sandbox_id, Prove(_request_id(), sandbox_id, requester), wait=_TRY_SECONDS
+            sandbox_id, protocol.Prove(_request_id(), sandbox_id, requester), wait=_TRY_SECONDS
         )
         return ExecutionProof.from_bytes(raw)
 
@@ -385,11 +357,14 @@ class ClusterEngine:
         operations: Iterable[Operation],
     ) -> None:
         await self._sandbox_call(
-            sandbox_id, Grant(_request_id(), sandbox_id, requester, agent, tuple(operations))
+            sandbox_id,
+            protocol.Grant(_request_id(), sandbox_id, requester, agent, tuple(operations)),
         )
 
     async def revoke(self, sandbox_id: Hash256, requester: AgentId, agent: AgentId) -> None:
-        await self._sandbox_call(sandbox_id, Revoke(_request_id(), sandbox_id, requester, agent))
+        await self._sandbox_call(
+            sandbox_id, protocol.Revoke(_request_id(), sandbox_id, requester, agent)
+        )
 
     # ------------------------------------------------------------------ links, services, cycles
 
@@ -399,7 +374,7 @@ class ClusterEngine:
         request_id = _request_id()
         partition = names.partition_of(request_id, self.partitions)
         resolved: Hash256 = await self._call(
-            partition, Link(request_id, program_id, tuple(imports), requester)
+            partition, protocol.Link(request_id, program_id, tuple(imports), requester)
         )
         return resolved
 
@@ -408,17 +383,21 @@ class ClusterEngine:
 
     async def create_service(self, service: Service) -> Hash256:
         partition = await self._where("sandbox", service.sandbox)
-        created: Hash256 = await self._call(partition, CreateService(_request_id(), service))
+        created: Hash256 = await self._call(
+            partition, protocol.CreateService(_request_id(), service)
+        )
         self._directory[f"service.{created.hex}"] = partition
         return created
 
     async def service_info(self, service_id: Hash256) -> ServiceInfo:
         partition = await self._where("service", service_id)
-        info: ServiceInfo = await self._call(partition, ServiceInfoOf(_request_id(), service_id))
+        info: ServiceInfo = await self._call(
+            partition, protocol.ServiceInfoOf(_request_id(), service_id)
+        )
         return info
 
     async def list_services(self, owner: AgentId | None = None) -> list[ServiceInfo]:
-        return await self._everywhere(ListServices(_request_id(), owner))
+        return await self._everywhere(protocol.ListServices(_request_id(), owner))
 
     async def call_service(
         self, service_id: Hash256, endpoint: bytes, data: bytes, caller: AgentId
@@ -427,14 +406,16 @@ class ClusterEngine:
         wait = self.request_timeout
         result: ServiceResult = await self._call(
             partition,
-            CallService(_request_id(), service_id, bytes(endpoint), bytes(data), caller, wait),
+            protocol.CallService(
+                _request_id(), service_id, bytes(endpoint), bytes(data), caller, wait
+            ),
             wait=wait,
         )
         return result
 
     async def fund_service(self, service_id: Hash256, requester: AgentId) -> None:
         partition = await self._where("service", service_id)
-        await self._call(partition, FundService(_request_id(), service_id, requester))
+        await self._call(partition, protocol.FundService(_request_id(), service_id, requester))
 
     # ------------------------------------------------------------------ messages
 

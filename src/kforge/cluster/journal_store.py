@@ -142,8 +142,7 @@ class Pending:
     batch: Batch
 
 
-#: Called in order with each stored batch: ``after_stored`` before the requests it answers
-#: are told, ``follow_up`` after (without holding up the next write).
+#: Called in order with each stored batch, before the requests it answers are told.
 AfterStored = Callable[[Batch], Awaitable[None]]
 #: Called before each write (e.g. to store the programs its records name first).
 BeforeWrite = Callable[[], Awaitable[None]]
@@ -192,9 +191,6 @@ class JetStreamJournalStore:
         #: The accounts' changes to store with the batch ending at the given row.
         self.take_accounts: Callable[[int], tuple[AccountChange, ...]] = lambda row: ()
         self.after_stored: AfterStored | None = None
-        self.follow_up: AfterStored | None = None
-        self._follow_ups: asyncio.Queue[Batch | None] = asyncio.Queue()
-        self._follower: asyncio.Task[None] | None = None
         self.before_write: BeforeWrite | None = None
         self.on_lost: Callable[[str], None] | None = None
         self.lost: str | None = None
@@ -344,29 +340,24 @@ class JetStreamJournalStore:
     # ------------------------------------------------------------------ the writer
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._writer = loop.create_task(self._write_loop())
-        self._follower = loop.create_task(self._follow_loop())
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     async def drain(self) -> None:
-        """Write everything gathered and follow it up, then stop (the partition is handed
-        over)."""
+        """Write everything gathered, then stop (the partition is handed over)."""
         self.closed = True
         self._wake.set()
         if self._writer is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
             self._start_snapshot_upload()
-        self._follow_ups.put_nowait(None)
-        for task in (self._follower, self._snapshots):
-            if task is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await task
+        if self._snapshots is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await self._snapshots
 
     async def stop(self) -> None:
         """Stop at once, writing nothing more (the partition is lost)."""
         self.closed = True
-        for task in (self._writer, self._follower, self._snapshots):
+        for task in (self._writer, self._snapshots):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -406,7 +397,6 @@ class JetStreamJournalStore:
                     batch.settled = asyncio.get_running_loop().create_future()
                 batch.settled.set_result(None)
                 self._writing = None
-                self._follow_ups.put_nowait(batch)
                 self._start_snapshot_upload()
         except asyncio.CancelledError:
             self._fail_waiters(PartitionLost("the partition was stopped"))
@@ -415,20 +405,6 @@ class JetStreamJournalStore:
             reason = str(error) if isinstance(error, PartitionLost) else repr(error)
             self._lose(reason)
             self._fail_waiters(PartitionLost(self.lost or reason))
-
-    async def _follow_loop(self) -> None:
-        """``follow_up`` each stored batch, in order; a failure loses the partition (the
-        next worker sends again what follows from the journal's last batches)."""
-        while (batch := await self._follow_ups.get()) is not None:
-            if self.follow_up is None or self.lost is not None:
-                continue
-            try:
-                await self.follow_up(batch)
-            except Exception as error:
-                reason = str(error) if isinstance(error, PartitionLost) else repr(error)
-                self._lose(reason)
-                self._fail_waiters(PartitionLost(self.lost or reason))
-                self._wake.set()
 
     def _fail_waiters(self, error: PartitionLost) -> None:
         for batch in (self._writing, self._gathering):

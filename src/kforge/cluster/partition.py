@@ -235,7 +235,6 @@ class Partition:
         store.on_lost = on_lost
         store.take_accounts = partition._take_accounts
         store.after_stored = partition._after_stored
-        store.follow_up = partition._follow_up
         store.before_write = vault.upload
         # What follows from the journal's last batches, sent again before anything new
         # (the last worker may have died between storing a batch and sending these), so
@@ -289,12 +288,19 @@ class Partition:
         return self.ledger.take_changes(row)
 
     async def _after_stored(self, batch: Batch) -> None:
-        """Before the batch's requests are answered: the directory entries of the sandboxes
-        and services it creates (any gateway finds them once a creation is answered)."""
-        await self._record_directory(batch.rows)
+        """What follows from a stored batch, before the requests it answers are told (as the
+        embedded engine has done all of it when it answers): the directory entries of the
+        sandboxes and services it creates, the accounts' changes, the events and the mailbox
+        envelopes, all at once."""
+        await asyncio.gather(
+            self._record_directory(batch.rows),
+            self._apply_accounts(batch),
+            self._publish_events(batch.rows),
+            self._send_mail(batch.mail),
+        )
 
-    async def _follow_up(self, batch: Batch) -> None:
-        """After: the accounts' changes, the events and the mailbox envelopes, in order."""
+    async def _apply_accounts(self, batch: Batch) -> None:
+        """Add the batch's accounts' changes to the shared accounts (each account at once)."""
         changed = await asyncio.gather(
             *(
                 self._persist(
@@ -309,8 +315,6 @@ class Partition:
             self.ledger.absorb(change.agent, stored, revision)
         if batch.accounts:
             self.ledger.applied(batch.final)
-        await self._publish_events(batch.rows)
-        await self._send_mail(batch.mail)
 
     async def _send_mail(self, mail: Iterable[StoredMail]) -> None:
         """Mailbox envelopes, each with a message id of its own, so none arrives twice."""
