@@ -59,8 +59,8 @@ from kforge.wire import decode_msgpack
 RESULTS = Path(__file__).resolve().parent / "results"
 
 AGENTS = 16
-SANDBOXES = 384
-COUNT = 100_000_000  # iterations of four instructions: 4 × 10^8 ticks a sandbox
+SANDBOXES = 256
+COUNT = 200_000_000  # iterations of four instructions: 8 × 10^8 ticks a sandbox
 IN_FLIGHT = 64
 #: Each cluster throughput run is made this many times (interleaved); the best counts.
 ROUNDS = 2
