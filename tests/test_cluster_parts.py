@@ -257,20 +257,21 @@ def _lines_until(process: subprocess.Popen[str], text: str, timeout: float = 20)
 @pytest.mark.parametrize("command", [["worker"], ["serve", "--port", "0"]])
 def test_a_role_started_before_nats_says_so_and_stops_on_a_signal(command: list[str]) -> None:
     url = f"nats://127.0.0.1:{free_port()}"
-    process = subprocess.Popen(
+    with subprocess.Popen(
         kforge_command(*command, "--nats", url),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-    )
-    try:
-        said = _lines_until(process, "retrying")
-        assert f"NATS at {url} is not reachable" in said
-        assert "retrying until it answers" in said
-        process.send_signal(signal.SIGTERM)
-        rest, _ = process.communicate(timeout=20)
-    finally:
-        process.kill()
+    ) as process:
+        try:
+            said = _lines_until(process, "retrying")
+            assert f"NATS at {url} is not reachable" in said
+            assert "retrying until it answers" in said
+            process.send_signal(signal.SIGTERM)
+            rest, _ = process.communicate(timeout=20)
+        finally:
+            process.kill()
+    assert process.returncode == 0
     assert "Traceback" not in said + rest
 
 
@@ -305,13 +306,7 @@ def test_a_worker_drains_on_sigterm_and_another_takes_its_partitions_at_once(
         cluster.wait_balanced(1, timeout=20)
         assert time.monotonic() - started < 20, "the partitions did not wait for the lease"
         assert "drained" in cluster.log("worker-1")
-        status = subprocess.run(
-            kforge_command("cluster", "status", "--nats", cluster.url, "--json"),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        shown: dict[str, Any] = json.loads(status.stdout)
+        shown = _status_once_served(cluster.url, workers=1)
         assert [w["worker"] for w in shown["workers"]] == ["worker-2"]
         assert shown["workers"][0]["partitions"] == [0, 1, 2, 3]
         assert shown["unserved"] == []
@@ -320,38 +315,47 @@ def test_a_worker_drains_on_sigterm_and_another_takes_its_partitions_at_once(
 def test_cluster_up_starts_nats_workers_and_a_gateway_and_stops_them_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    process = subprocess.Popen(
-        kforge_command(
-            "cluster", "up", "--data-dir", str(tmp_path), "--nats-port", "0", "--port", "0"
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        said = _lines_until(process, "listening on", timeout=60)
-        url = said.split("nats-server with JetStream on ")[1].split()[0]
-        base = said.split("listening on ")[1].split()[0]
-        assert httpx.get(f"{base}/v1/health", timeout=5).status_code == 200
-        assert (tmp_path / "nats" / "jetstream").is_dir(), "the store is in the data directory"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            status = subprocess.run(
-                kforge_command("cluster", "status", "--nats", url, "--json"),
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            shown = json.loads(status.stdout)
-            if not shown["unserved"] and len(shown["workers"]) == 2:
-                break
-            time.sleep(0.2)
-        assert [w["worker"] for w in shown["workers"]] == ["worker-1", "worker-2"]
-        assert sorted(p for w in shown["workers"] for p in w["partitions"]) == list(range(16))
-        process.send_signal(signal.SIGTERM)
-        rest, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
+    command = ("cluster", "up", "--data-dir", str(tmp_path), "--nats-port", "0", "--port", "0")
+    with subprocess.Popen(
+        kforge_command(*command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
+        try:
+            said = _lines_until(process, "listening on", timeout=60)
+            url = said.split("nats-server with JetStream on ")[1].split()[0]
+            base = said.split("listening on ")[1].split()[0]
+            assert httpx.get(f"{base}/v1/health", timeout=5).status_code == 200
+            assert (tmp_path / "nats" / "jetstream").is_dir(), "the store is in the data folder"
+            shown = _status_once_served(url, workers=2)
+            assert [w["worker"] for w in shown["workers"]] == ["worker-1", "worker-2"]
+            served = sorted(p for w in shown["workers"] for p in w["partitions"])
+            assert served == list(range(16))
+            process.send_signal(signal.SIGTERM)
+            rest, _ = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:  # failed before: stop it as an operator would
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
     assert process.returncode == 0
     assert rest.count("drained") == 2, rest
     assert "Traceback" not in said + rest
+
+
+def _status_once_served(url: str, workers: int, timeout: float = 30) -> dict[str, Any]:
+    """``kforge cluster status --json`` once ``workers`` serve every partition."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = subprocess.run(
+            kforge_command("cluster", "status", "--nats", url, "--json"),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        shown: dict[str, Any] = json.loads(status.stdout)
+        if not shown["unserved"] and len(shown["workers"]) == workers:
+            return shown
+        if time.monotonic() > deadline:
+            return shown
+        time.sleep(0.2)

@@ -149,7 +149,7 @@ def command_status(args: argparse.Namespace) -> int:
     from kforge.cluster.status import cluster_status, format_status
 
     try:
-        status = asyncio.run(cluster_status(args.nats, args.lease))
+        status = asyncio.run(cluster_status(args.nats))
     except Exception as error:
         raise CliError(f"cluster status: {error}") from None
     if args.json:
@@ -195,8 +195,5 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     up.set_defaults(handler=command_up)
     status = commands.add_parser("status", help="workers, their partitions and load")
     status.add_argument("--nats", required=True, metavar="URL", help="the NATS server")
-    status.add_argument(
-        "--lease", type=_seconds, default=3.0, metavar="SECONDS", help="the workers' lease time"
-    )
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(handler=command_status)

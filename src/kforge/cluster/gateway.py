@@ -73,8 +73,6 @@ __all__ = ["ClusterEngine", "ClusterUnavailable"]
 
 #: The longest one try of a request waits for its answer (then it is sent again).
 _TRY_SECONDS: Final = 5.0
-#: Heartbeats younger than this count when a gateway learns the partitions' loads.
-_SEED_HEARTBEAT_SECONDS: Final = 10.0
 _CODES_BY_SANDBOX: Final = frozenset(
     {
         MessageCode.SANDBOX_STATUS,
@@ -142,7 +140,7 @@ class ClusterEngine:
             self.token_secret = await shared_secret(self._layout, "token-secret")
             self.mailbox.layout = self._layout
             self.programs = ProgramStore(self._layout.programs)
-            workers = await live_workers(self._layout, _SEED_HEARTBEAT_SECONDS)
+            workers = await live_workers(self._layout)
             self.bus.loads.seed(
                 (load.partition, load.live)
                 for record in workers.values()

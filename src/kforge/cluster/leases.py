@@ -72,6 +72,8 @@ class WorkerRecord(Schema, frozen=True):
     heartbeat_ms: U64
     draining: bool
     partitions: tuple[PartitionLoad, ...]
+    #: The worker's lease time: a heartbeat older than this is a dead worker's.
+    lease_ms: U64
     #: Ticks run per second since the worker's previous heartbeat: its load.
     ticks_per_second: U64 = 0
 
@@ -174,8 +176,8 @@ class LeaseBook:
                 await self.bucket.delete(names.lease_key(partition), last=revision)
 
 
-async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, WorkerRecord]:
-    """The workers whose heartbeat is younger than the lease time (draining ones too)."""
+async def live_workers(layout: Layout) -> dict[str, WorkerRecord]:
+    """The workers whose heartbeat is younger than their lease time (draining ones too)."""
     found: dict[str, WorkerRecord] = {}
     try:
         keys = await layout.workers.keys()
@@ -191,6 +193,6 @@ async def live_workers(layout: Layout, lease_seconds: float) -> dict[str, Worker
         if isinstance(entry, BaseException):
             raise entry
         record = decode_msgpack(entry.value or b"", WorkerRecord, "worker")
-        if now - record.heartbeat_ms <= lease_seconds * 1000:
+        if now - record.heartbeat_ms <= record.lease_ms:
             found[record.worker] = record
     return found

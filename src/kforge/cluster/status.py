@@ -12,12 +12,12 @@ from kforge.cluster.leases import lease_holders, live_workers
 __all__ = ["cluster_status", "format_status"]
 
 
-async def cluster_status(url: str, lease_seconds: float) -> dict[str, Any]:
+async def cluster_status(url: str) -> dict[str, Any]:
     """The cluster as plain data (what ``--json`` prints)."""
     nc = await connect(url, name="kforge-status", who="kforge cluster status", give_up_after=5)
     try:
         layout = await open_layout(nc, partitions=None)
-        workers = await live_workers(layout, lease_seconds)
+        workers = await live_workers(layout)
         now = time.time_ns() // 1_000_000
         holders = await lease_holders(layout)
         return {

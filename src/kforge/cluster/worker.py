@@ -164,7 +164,7 @@ class Worker:
             for number in list(leases.held):
                 if number not in kept:
                     await self._abandon(number, leases, "its lease is another worker's")
-            crew = await live_workers(layout, self.config.lease_seconds)
+            crew = await live_workers(layout)
         except Exception as error:  # NATS away: the leases run out by themselves
             self._check_expiry(leases)
             self.say(f"cannot reach the cluster's state ({type(error).__name__}); retrying")
@@ -183,7 +183,9 @@ class Worker:
             elif held and not wanted and plan.get(number) in active and number in self.partitions:
                 await self._hand_over(number, leases)
         gone_at = [
-            record.heartbeat_ms + lease_ms for worker, record in crew.items() if worker != self.id
+            record.heartbeat_ms + record.lease_ms
+            for worker, record in crew.items()
+            if worker != self.id
         ]
         free_at = [at for number, at in leases.refused_until.items() if plan.get(number) == self.id]
         return min([next_round_ms, *gone_at, *free_at]) + 1
@@ -278,14 +280,15 @@ class Worker:
         rate = int(max(0, ran) / elapsed) if elapsed > 0 else 0
         self._last_beat = (now, {load.partition: load.ticks for load in loads})
         record = WorkerRecord(
-            self.id,
-            socket.gethostname(),
-            os.getpid(),
-            self.started_ms,
-            _now_ms(),
-            self.draining,
-            loads,
-            rate,
+            worker=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_ms=self.started_ms,
+            heartbeat_ms=_now_ms(),
+            draining=self.draining,
+            partitions=loads,
+            lease_ms=int(self.config.lease_seconds * 1000),
+            ticks_per_second=rate,
         )
         await layout.workers.put(self.id, encode_msgpack(record))
 
