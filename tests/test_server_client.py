@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -183,13 +184,15 @@ def test_client_subscribes_to_its_events(live: LiveServer) -> None:
             seen: list[Event] = []
 
             async def watch() -> None:
-                async for item in engine.subscribe(
+                events = engine.subscribe(
                     [EventKind.SANDBOX_STARTED, EventKind.SANDBOX_HALTED], sandbox_id=sandbox
-                ):
-                    assert isinstance(item, Event)
-                    seen.append(item)
-                    if item.kind is EventKind.SANDBOX_HALTED:
-                        return
+                )
+                async with contextlib.aclosing(events):  # the socket closes here, not at exit
+                    async for item in events:
+                        assert isinstance(item, Event)
+                        seen.append(item)
+                        if item.kind is EventKind.SANDBOX_HALTED:
+                            return
 
             watcher = asyncio.ensure_future(watch())
             await asyncio.sleep(0.3)  # the socket is open before the sandbox starts
