@@ -63,35 +63,28 @@ def test_placement_is_balanced_and_moves_few_partitions_when_a_worker_joins() ->
     assert assignment(16, []) == {}
 
 
-def test_a_creation_has_two_distinct_partitions_named_by_its_request_id() -> None:
-    ids = [Hash256(bytes([n]) * 32) for n in range(200)]
-    for request_id in ids:
-        first, second = names.partition_choices(request_id, 16)
-        assert first != second and 0 <= first < 16 and 0 <= second < 16
-        assert names.partition_choices(request_id, 16) == (first, second)
-    assert names.partition_choices(ids[0], 1) == (0, 0)
-    seconds = {names.partition_choices(request_id, 16)[1] for request_id in ids}
-    assert len(seconds) == 16, "the second choice is spread too"
-
-
-def test_a_creation_goes_to_the_lighter_choice_and_stays_where_it_went(tmp_path: Path) -> None:
+def test_a_creation_goes_to_the_lightest_partition_and_stays_where_it_went(
+    tmp_path: Path,
+) -> None:
     async def body() -> None:
         with NatsServer(tmp_path) as server:
-            async with layout_of(server, partitions=8) as layout:
+            async with layout_of(server, partitions=4) as layout:
                 request_id = Hash256(bytes(range(32)))
-                first, second = names.partition_choices(request_id, 8)
                 loads = PartitionLoads()
-                loads.seed([(first, 5), (second, 2)])
-                assert await place(layout, loads, request_id) == second
-                assert loads.load(second) == 3, "counted at once, before its event comes"
-                loads.heard(second, EventKind.SANDBOX_CREATED)
-                assert loads.load(second) == 3, "and not twice once it comes"
+                loads.seed([(0, 5), (1, 2), (2, 3), (3, 2)])
+                start = names.partition_of(request_id, 4)
+                lightest = next(p for p in ((start + s) % 4 for s in range(4)) if p in (1, 3))
+                assert await place(layout, loads, request_id) == lightest, "ties: from its hash"
+                assert loads.load(lightest) == 3, "counted at once, before its event comes"
+                loads.heard(lightest, EventKind.SANDBOX_CREATED)
+                assert loads.load(lightest) == 3, "and not twice once it comes"
                 elsewhere = PartitionLoads()  # another gateway, which sees other loads
-                elsewhere.seed([(first, 0), (second, 9)])
-                assert await place(layout, elsewhere, request_id) == second
-                other = Hash256(bytes(32))
-                tie = names.partition_choices(other, 8)[0]
-                assert await place(layout, PartitionLoads(), other) == tie, "ties go first"
+                elsewhere.seed([(lightest, 9)])
+                assert await place(layout, elsewhere, request_id) == lightest
+                spread = PartitionLoads()
+                for n in range(40):
+                    await place(layout, spread, Hash256(bytes([n]) * 32))
+                assert sorted(spread.load(p) for p in range(4)) == [10, 10, 10, 10]
 
     run(body)
 

@@ -7,7 +7,7 @@ gateway keeps nothing a client depends on: any number of gateways may run, and a
 client whose gateway died sends its request again to another (with the same
 ``X-Kforge-Request-Id``; the worker answers it once).
 
-- A new sandbox goes to the less loaded of the two partitions its request id names
+- A new sandbox goes to the partition with the fewest live sandboxes
   (:mod:`kforge.cluster.placement`), a link to the partition
   :func:`~kforge.cluster.names.partition_of` its request id names; anything about an
   existing sandbox or service to the partition the directory (``kforge_directory``)

@@ -32,7 +32,6 @@ __all__ = [
     "journal_subject",
     "lease_key",
     "mailbox_subject",
-    "partition_choices",
     "partition_of",
     "placement_key",
     "snapshot_name",
@@ -114,18 +113,6 @@ def partition_of(request_id: Hash256, partitions: int) -> int:
     """
     digest = hashlib.sha256(b"kforge/placement/v1\0" + request_id.raw).digest()
     return int.from_bytes(digest[:8], "big") % partitions
-
-
-def partition_choices(request_id: Hash256, partitions: int) -> tuple[int, int]:
-    """The two partitions a new sandbox asked for by ``request_id`` may go to: the less
-    loaded of the two (the power of two choices), a function of the request id alone.
-    Different partitions whenever there are two."""
-    digest = hashlib.sha256(b"kforge/placement/v2\0" + request_id.raw).digest()
-    first = int.from_bytes(digest[:8], "big") % partitions
-    if partitions == 1:
-        return first, first
-    step = 1 + int.from_bytes(digest[8:16], "big") % (partitions - 1)
-    return first, (first + step) % partitions
 
 
 def placement_key(request_id: Hash256) -> str:

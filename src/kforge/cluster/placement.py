@@ -1,14 +1,15 @@
-"""Where a new sandbox goes: the less loaded of two partitions its request id names.
+"""Where a new sandbox goes: the partition with the fewest live sandboxes.
 
 Hashing the request id alone spreads sandboxes evenly in number but not in work: a
-worker that drew the long sandboxes stays busy while another idles.  So each
-creation has two candidate partitions (:func:`~kforge.cluster.names.partition_choices`)
-and goes to the one with fewer live sandboxes (the power of two choices: nearly as
-even as asking every partition, and robust to counts that are a moment old).  The
-counts are each gateway's own view (:class:`PartitionLoads`): the workers'
-heartbeats when it starts, then every creation and every end the events stream
-tells (each event names its partition in a header), and the creations it placed
-that have not shown up there yet.
+worker that drew the long sandboxes stays busy while another idles.  So a creation
+goes to the partition with the fewest live sandboxes (ties to the first at or after
+the one its request id hashes to, :func:`~kforge.cluster.names.partition_of`); since
+every worker holds its share of the partitions, that keeps the workers' loads even
+too, and a worker whose sandboxes run longer gets fewer new ones.  The counts are
+each gateway's own view (:class:`PartitionLoads`): the workers' heartbeats when it
+starts, then every creation and every end the events stream tells (each event names
+its partition in a header), and the creations it placed whose event has not come
+yet, so that creations made at the same moment do not all pick the same partition.
 
 A choice made on counts is not a function of the request id, so it is written down:
 ``kforge_placements.request.<id>`` is created (once: the first writer wins) with the
@@ -64,15 +65,19 @@ class PartitionLoads:
     def load(self, partition: int) -> int:
         return self.live.get(partition, 0) + self._pending.get(partition, 0)
 
+    def lightest(self, start: int, partitions: int) -> int:
+        """The partition with the fewest live sandboxes; of equals, the first from ``start``."""
+        order = [(start + step) % partitions for step in range(partitions)]
+        return min(order, key=self.load)
+
     def placed(self, partition: int) -> None:
         self._pending[partition] = self._pending.get(partition, 0) + 1
 
 
 async def place(layout: Layout, loads: PartitionLoads, request_id: Hash256) -> int:
     """The partition of the creation ``request_id``: where it went if it was placed
-    before, else the less loaded of its two choices (written down before it is used)."""
-    first, second = names.partition_choices(request_id, layout.partitions)
-    choice = second if loads.load(second) < loads.load(first) else first
+    before, else the lightest (written down before it is used)."""
+    choice = loads.lightest(names.partition_of(request_id, layout.partitions), layout.partitions)
     key = names.placement_key(request_id)
     try:
         try:
