@@ -32,6 +32,7 @@ from kforge.cluster.programs import fetch_object
 from kforge.cluster.worker import Worker, WorkerConfig
 from kforge.core import EventKind, Hash256, VaultFetchFailed
 from kforge.engine import CreateSandbox
+from kforge.engine.jobs import FRGP
 from kforge.engine.journal import Row
 
 
@@ -204,7 +205,7 @@ def test_events_are_chosen_by_subject_and_replayed_from_a_sequence(tmp_path: Pat
 
     async def body() -> None:
         async with cluster_in_process(tmp_path) as (_, engine):
-            code = await engine.put_program(assemble(SPIN))
+            code, _ = await engine.build_program(FRGP, assemble(SPIN).encoded, "spin", first)
             halted = engine.bus.subscribe([EventKind.SANDBOX_HALTED], owner=first)
             everything = engine.bus.subscribe()
             await engine.bus.ready()

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TextIO
 
+import msgspec
 import nats.errors
 from nats.aio.client import Client as Nats
 from nats.js.errors import KeyNotFoundError
@@ -36,8 +37,16 @@ from kforge.cluster.connection import Layout, NoCluster, connect, open_layout, s
 from kforge.cluster.feeds import ClusterBus, ClusterMailbox
 from kforge.cluster.leases import live_workers
 from kforge.cluster.placement import PlacementUnavailable, place
-from kforge.cluster.programs import ProgramStore
-from kforge.cluster.protocol import MOVED, RESULTS, Answer, Call, DirectoryEntry, relayed_error
+from kforge.cluster.programs import fetch_object, store_object
+from kforge.cluster.protocol import (
+    MOVED,
+    OUTPUT_PER_ANSWER,
+    RESULTS,
+    Answer,
+    Call,
+    DirectoryEntry,
+    relayed_error,
+)
 from kforge.core import (
     AgentId,
     EngineNotOpen,
@@ -49,6 +58,7 @@ from kforge.core import (
     ServiceNotFound,
 )
 from kforge.engine import EngineLimits, EngineStatus
+from kforge.engine.jobs import BuiltProgram, ProgramText, build_program, program_text
 from kforge.engine.models import (
     CreateSandbox,
     ExecResult,
@@ -61,9 +71,10 @@ from kforge.engine.models import (
     ServiceResult,
     SystemClock,
 )
+from kforge.engine.offload import Offload, WorkLimits
+from kforge.engine.policy import Action, Rules
 from kforge.link import Import
 from kforge.messages import Envelope, ExtensionCode, ReplyCode, decode_payload
-from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof
 from kforge.proofs.replay import RunRecord
 from kforge.server.endpoint import current_request_id
@@ -107,6 +118,7 @@ class ClusterEngine:
         request_timeout: float = 30.0,
         out: TextIO | None = None,
         connect_timeout: float | None = None,
+        work: WorkLimits | None = None,
     ) -> None:
         self.url = url
         self.request_timeout = request_timeout
@@ -123,7 +135,14 @@ class ClusterEngine:
         self.token_secret: bytes | None = None
         self.bus = ClusterBus()
         self.mailbox = ClusterMailbox()
-        self.programs: ProgramStore
+        #: Who may do what that names no sandbox; the operators it knows when it opens are
+        #: the cluster's (written to ``kforge_cluster``, so the workers' policies know
+        #: them too).  What names a sandbox, the worker running it decides.
+        self.policy = Rules(AgentId(os.urandom(32)))
+        #: Uploads are built and programs disassembled here, in worker processes under a
+        #: time limit, as the embedded engine does (``work``: its limits).
+        self.offload = Offload(work)
+        self._operators_named: list[str] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -139,7 +158,7 @@ class ClusterEngine:
             self._layout = await self._wait_for_cluster(self._nc)
             self.token_secret = await shared_secret(self._layout, "token-secret")
             self.mailbox.layout = self._layout
-            self.programs = ProgramStore(self._layout.programs)
+            await self._name_operators(self._layout)
             workers = await live_workers(self._layout)
             self.bus.loads.seed(
                 (load.partition, load.live)
@@ -164,10 +183,20 @@ class ClusterEngine:
                     said = True
             await asyncio.sleep(0.2)
 
+    async def _name_operators(self, layout: Layout) -> None:
+        for agent in self.policy.operators - {self.policy.engine_agent}:
+            key = names.operator_key(agent)
+            await layout.cluster.put(key, b"")
+            self._operators_named.append(key)
+
     async def close(self) -> None:
+        self.offload.close()
         if self.status is EngineStatus.OPEN:
             self.status = EngineStatus.CLOSED
             await self.bus.stop()
+            for key in self._operators_named:
+                with contextlib.suppress(Exception):
+                    await self.layout.cluster.delete(key)
             if self._nc is not None:
                 with contextlib.suppress(Exception):
                     await self._nc.drain()
@@ -253,22 +282,42 @@ class ClusterEngine:
 
     # ------------------------------------------------------------------ programs
 
-    async def put_program(self, program: ForgeProgram) -> Hash256:
-        return await self.programs.put_program(program)
+    async def build_program(
+        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+    ) -> tuple[Hash256, BuiltProgram]:
+        """Build an upload (as :meth:`kforge.engine.Engine.build_program` does: in a worker
+        process under the time limit) and store it in the object store."""
+        self.policy.authorize(Action.PUT_PROGRAM, requester)
+        built = await self.offload.run(
+            requester, f"building {filename}", len(source), build_program, kind, source, filename
+        )
+        return await store_object(self.layout.programs, built.encoded), built
 
-    async def load_program(self, program_id: Hash256) -> ForgeProgram:
-        return await self.programs.load(program_id)
+    async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
+        """A stored program's disassembly, made in a worker process."""
+        self.policy.authorize(Action.READ_PROGRAM, requester)
+        encoded = await self.program_bytes(program_id)
+        return await self.offload.run(
+            requester, f"disassembling {program_id}", len(encoded), program_text, encoded
+        )
+
+    async def program_bytes(self, program_id: Hash256) -> bytes:
+        """The stored program's bytes, their content id checked (``VaultFetchFailed``)."""
+        return await fetch_object(self.layout.programs, program_id)
 
     # ------------------------------------------------------------------ sandboxes
 
-    async def create_sandbox(self, request: CreateSandbox) -> Hash256:
+    async def create_sandbox(
+        self, request: CreateSandbox, requester: AgentId | None = None
+    ) -> Hash256:
         if not isinstance(request, CreateSandbox):
             raise InvalidRequest(
                 "request", f"expected a CreateSandbox, got {type(request).__name__}"
             )
         request_id = _request_id()
         partition = await self._place(request_id)
-        created: Hash256 = await self._call(partition, protocol.Create(request_id, request))
+        asker = requester if requester is not None else request.owner
+        created: Hash256 = await self._call(partition, protocol.Create(request_id, request, asker))
         self._directory[f"sandbox.{created.hex}"] = partition
         return created
 
@@ -278,8 +327,22 @@ class ClusterEngine:
         )
         return info
 
+    async def authorize_sandbox(
+        self, action: Action, sandbox_id: Hash256, requester: AgentId
+    ) -> None:
+        await self._sandbox_call(
+            sandbox_id, protocol.Authorize(_request_id(), sandbox_id, requester, action.value)
+        )
+
     async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
         return await self._everywhere(protocol.ListSandboxes(_request_id(), owner))
+
+    async def visible_sandboxes(
+        self, requester: AgentId, *, every: bool = False
+    ) -> list[SandboxInfo]:
+        if every:  # refused here as everywhere, before every partition is asked
+            self.policy.authorize(Action.LIST_ALL_SANDBOXES, requester)
+        return await self._everywhere(protocol.Visible(_request_id(), requester, every))
 
     async def exec_start(self, sandbox_id: Hash256, requester: AgentId) -> None:
         await self._sandbox_call(sandbox_id, protocol.Start(_request_id(), sandbox_id, requester))
@@ -301,21 +364,30 @@ class ClusterEngine:
         await self._sandbox_call(sandbox_id, protocol.Kill(_request_id(), sandbox_id, requester))
 
     async def wait(
-        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None = None,
+        *,
+        timeout: float | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult:
         """The result once stopped; asked again (of whoever runs the partition then) until
-        it comes or ``timeout`` passes (``TimeoutError``)."""
+        it comes or ``timeout`` passes (``TimeoutError``).  Its output: the first
+        ``output_limit`` bytes, or all of it (read in chunks when one answer cannot hold it)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = _TRY_SECONDS * 6 if deadline is None else max(0.0, deadline - time.monotonic())
+            call = protocol.Wait(_request_id(), sandbox_id, requester, left, output_limit)
             try:
-                result: ExecResult = await self._sandbox_call(
-                    sandbox_id, protocol.Wait(_request_id(), sandbox_id, requester, left), wait=left
-                )
-                return result
+                result: ExecResult = await self._sandbox_call(sandbox_id, call, wait=left)
             except TimeoutError:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
+                continue
+            if output_limit is None and len(result.output) >= OUTPUT_PER_ANSWER:
+                rest = await self._output(sandbox_id, requester, len(result.output))
+                result = msgspec.structs.replace(result, output=result.output + rest)
+            return result
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None:
         await self._sandbox_call(sandbox_id, protocol.Forget(_request_id(), sandbox_id, requester))
@@ -327,13 +399,41 @@ class ClusterEngine:
         )
         return calls
 
-    async def output(self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0) -> bytes:
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidRequest("offset", f"expected an integer of at least 0, got {offset!r}")
-        data: bytes = await self._sandbox_call(
-            sandbox_id, protocol.Output(_request_id(), sandbox_id, requester, offset)
+    async def output(
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0, limit: int | None = None
+    ) -> bytes:
+        """The output from ``offset`` on, at most ``limit`` bytes (all: chunk by chunk)."""
+        return await self._output(sandbox_id, requester, offset, limit)
+
+    async def _output(
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> bytes:
+        data = b""
+        while True:
+            want = None if limit is None else limit - len(data)
+            chunk, length = await self.output_chunk(
+                sandbox_id, requester, offset=offset + len(data), limit=want
+            )
+            data += chunk
+            if not chunk or offset + len(data) >= length or want == len(chunk):
+                return data
+
+    async def output_chunk(
+        self, sandbox_id: Hash256, requester: AgentId | None, *, offset: int, limit: int | None
+    ) -> tuple[bytes, int]:
+        for name, value in (("offset", offset), ("limit", limit)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InvalidRequest(name, f"expected an integer of at least 0, got {value!r}")
+        chunk, length = await self._sandbox_call(
+            sandbox_id, protocol.Output(_request_id(), sandbox_id, requester, offset, limit)
         )
-        return data
+        return bytes(chunk), int(length)
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord:
         raw = await self._sandbox_call(
@@ -376,13 +476,18 @@ class ClusterEngine:
         )
         return resolved
 
-    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int:
+    async def begin_cycle(
+        self, allowances: Mapping[AgentId, int] | None = None, requester: AgentId | None = None
+    ) -> int:
+        if requester is not None:
+            self.policy.authorize(Action.BEGIN_CYCLE, requester)
         raise NotSupported("cycles in a cluster (every partition would have to begin one at once)")
 
-    async def create_service(self, service: Service) -> Hash256:
+    async def create_service(self, service: Service, requester: AgentId | None = None) -> Hash256:
         partition = await self._where("sandbox", service.sandbox)
+        asker = requester if requester is not None else service.owner
         created: Hash256 = await self._call(
-            partition, protocol.CreateService(_request_id(), service)
+            partition, protocol.CreateService(_request_id(), service, asker)
         )
         self._directory[f"service.{created.hex}"] = partition
         return created

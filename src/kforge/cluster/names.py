@@ -118,3 +118,12 @@ def partition_of(request_id: Hash256, partitions: int) -> int:
 def placement_key(request_id: Hash256) -> str:
     """The key in ``kforge_placements`` naming where the creation ``request_id`` went."""
     return f"request.{request_id.hex}"
+
+
+#: ``kforge_cluster`` keys naming the cluster's operators (``operator.<agent hex>``).
+OPERATORS_KEYS: Final = "operator.*"
+
+
+def operator_key(agent: AgentId) -> str:
+    """``kforge_cluster``'s key saying ``agent`` is an operator (a gateway's dashboard agent)."""
+    return f"operator.{agent.hex}"

@@ -45,8 +45,10 @@ from kforge.cluster.journal_store import Batch, JetStreamJournalStore, Partition
 from kforge.cluster.programs import ObjectVault
 from kforge.cluster.protocol import (
     MOVED,
+    OUTPUT_PER_ANSWER,
     Answer,
     AnyCall,
+    Authorize,
     Call,
     CallService,
     Create,
@@ -69,6 +71,7 @@ from kforge.cluster.protocol import (
     Start,
     Status,
     Step,
+    Visible,
     Wait,
     failure_of,
 )
@@ -76,6 +79,7 @@ from kforge.core import AgentId, ForgeError, Hash256, InvalidRequest, MessageCod
 from kforge.engine import Engine, EngineLimits, SandboxState
 from kforge.engine.execution import LONE_SLICE_SECONDS
 from kforge.engine.journal import Row
+from kforge.engine.policy import Action
 from kforge.engine.projection import events_of
 from kforge.engine.records import (
     AnyRecord,
@@ -528,13 +532,17 @@ class Partition:
     async def _run(self, call: Any) -> Any:
         engine = self.engine
         match call:
-            case Create(create=request):
+            case Create(create=request, requester=requester):
                 await self.vault.fetch(_program_ids(request.code, request.imports))
-                return await engine.create_sandbox(request)
+                return await engine.create_sandbox(request, requester)
+            case Authorize(sandbox=sandbox, requester=requester, action=action):
+                return await engine.authorize_sandbox(_action(action), sandbox, requester)
             case Status(sandbox=sandbox, requester=requester):
                 return await engine.sandbox_status(sandbox, requester)
             case ListSandboxes(owner=owner):
                 return tuple(await engine.list_sandboxes(owner))
+            case Visible(requester=requester, every=every):
+                return tuple(await engine.visible_sandboxes(requester, every=every))
             case Start(sandbox=sandbox, requester=requester):
                 return await engine.exec_start(sandbox, requester)
             case Step(sandbox=sandbox, requester=requester):
@@ -545,13 +553,18 @@ class Partition:
                 return await engine.kill_sandbox(sandbox, requester)
             case Wait(sandbox=sandbox, requester=requester, timeout=timeout):
                 limit = max(0.0, min(timeout, self.settings.max_wait_seconds))
-                return await engine.wait(sandbox, requester, timeout=limit)
+                return await engine.wait(
+                    sandbox, requester, timeout=limit, output_limit=_output_limit(call.output_limit)
+                )
             case Forget(sandbox=sandbox, requester=requester):
                 return await engine.forget(sandbox, requester)
             case IoLog(sandbox=sandbox, requester=requester):
                 return await engine.io_log(sandbox, requester)
-            case Output(sandbox=sandbox, requester=requester, offset=offset):
-                return await engine.output(sandbox, requester, offset=offset)
+            case Output(sandbox=sandbox, requester=requester, offset=offset, limit=limit):
+                reader = requester if requester is not None else engine.agent_id
+                return await engine.output_chunk(
+                    sandbox, reader, offset=offset, limit=_output_limit(limit)
+                )
             case RunRecordOf(sandbox=sandbox, requester=requester):
                 return (await engine.run_record(sandbox, requester)).to_bytes()
             case Prove(sandbox=sandbox, requester=requester):
@@ -563,8 +576,8 @@ class Partition:
             case Link(program=program, imports=imports, requester=requester):
                 await self.vault.fetch(_program_ids(program, imports))
                 return await engine.link_resolve(program, imports, requester)
-            case CreateService(service=service):
-                return await engine.create_service(service)
+            case CreateService(service=service, requester=requester):
+                return await engine.create_service(service, requester)
             case ServiceInfoOf(service=service):
                 return await engine.service_info(service)
             case ListServices(owner=owner):
@@ -577,6 +590,18 @@ class Partition:
             case FundService(service=service, requester=requester):
                 return await engine.fund_service(service, requester)
         raise InvalidRequest("op", f"{type(call).__name__} is not an operation of the engine")
+
+
+def _output_limit(asked: int | None) -> int:
+    """The output bytes one answer carries at most (NATS bounds a message's size)."""
+    return OUTPUT_PER_ANSWER if asked is None else min(asked, OUTPUT_PER_ANSWER)
+
+
+def _action(name: str) -> Action:
+    try:
+        return Action(name)
+    except ValueError:
+        raise InvalidRequest("action", f"{name!r} is no action of the engine") from None
 
 
 def _named_programs(rows: Iterable[Row]) -> list[Hash256]:

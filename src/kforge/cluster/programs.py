@@ -10,25 +10,20 @@ its :class:`ObjectVault` is an in-memory vault that the partition fills from the
 object store before the engine needs a program (:meth:`ObjectVault.fetch`: the
 programs a request or a journal names), and whose new objects (linked programs,
 channel-3 PUTs) are uploaded before the journal records that name them are written.
-The gateway stores and reads programs through :class:`ProgramStore`.
+The gateway stores and reads programs with :func:`store_object` and :func:`fetch_object`.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Final
 
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
 
 from kforge.core import Hash256, VaultFetchFailed
-from kforge.program import ForgeProgram, decode_program
 from kforge.storage import MEMORY, Vault
 
-__all__ = ["ObjectVault", "ProgramStore", "fetch_object"]
-
-_CACHED_PROGRAMS: Final = 256
+__all__ = ["ObjectVault", "fetch_object", "store_object"]
 
 
 async def fetch_object(store: ObjectStore, object_id: Hash256) -> bytes:
@@ -84,24 +79,3 @@ class ObjectVault(Vault):
         while self._unsent:
             await store_object(self.store, self._unsent[0])
             self._unsent.pop(0)
-
-
-class ProgramStore:
-    """The gateway's programs: stored in the object store, read back checked and decoded."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self.store = store
-        self._programs: OrderedDict[Hash256, ForgeProgram] = OrderedDict()
-
-    async def put_program(self, program: ForgeProgram) -> Hash256:
-        return await store_object(self.store, program.encoded)
-
-    async def load(self, program_id: Hash256) -> ForgeProgram:
-        program = self._programs.get(program_id)
-        if program is None:
-            program = decode_program(await fetch_object(self.store, program_id))
-            self._programs[program_id] = program
-            while len(self._programs) > _CACHED_PROGRAMS:
-                self._programs.popitem(last=False)
-        self._programs.move_to_end(program_id)
-        return program

@@ -35,6 +35,7 @@ from kforge.wire import U8, U16, U32, U63, Schema
 
 __all__ = [
     "MOVED",
+    "OUTPUT_PER_ANSWER",
     "RESULTS",
     "Answer",
     "AnyCall",
@@ -62,6 +63,15 @@ class SandboxCall(Call, frozen=True):
 
 class Create(Call, frozen=True):
     create: CreateSandbox
+    requester: AgentId
+
+
+class Authorize(SandboxCall, frozen=True):
+    """Whether ``requester`` may take ``action`` (an :class:`~kforge.engine.policy.Action`'s
+    value) on the sandbox: answered with nothing, or the refusal."""
+
+    action: str
+    changes: ClassVar[bool] = False
 
 
 class Status(SandboxCall, frozen=True):
@@ -70,6 +80,14 @@ class Status(SandboxCall, frozen=True):
 
 class ListSandboxes(Call, frozen=True):
     owner: AgentId | None = None
+    changes: ClassVar[bool] = False
+
+
+class Visible(Call, frozen=True):
+    """The sandboxes ``requester`` may list (with ``every``, all: operators only)."""
+
+    requester: AgentId
+    every: bool = False
     changes: ClassVar[bool] = False
 
 
@@ -94,6 +112,7 @@ class Wait(Call, frozen=True):
     sandbox: Hash256
     requester: AgentId | None
     timeout: float
+    output_limit: U63 | None = None
     changes: ClassVar[bool] = False
 
 
@@ -105,8 +124,14 @@ class IoLog(SandboxCall, frozen=True):
     changes: ClassVar[bool] = False
 
 
-class Output(SandboxCall, frozen=True):
+class Output(Call, frozen=True):
+    """At most ``limit`` bytes of the output from ``offset`` on, and its length so far
+    (``requester`` ``None``: the engine's own reading, as a ``Wait`` without one)."""
+
+    sandbox: Hash256
+    requester: AgentId | None
     offset: U63 = 0
+    limit: U63 | None = None
     changes: ClassVar[bool] = False
 
 
@@ -135,6 +160,7 @@ class Link(Call, frozen=True):
 
 class CreateService(Call, frozen=True):
     service: Service
+    requester: AgentId
 
 
 class ServiceInfoOf(Call, frozen=True):
@@ -162,8 +188,10 @@ class FundService(Call, frozen=True):
 
 AnyCall = (
     Create
+    | Authorize
     | Status
     | ListSandboxes
+    | Visible
     | Start
     | Step
     | Deliver
@@ -212,6 +240,10 @@ class Answer(Schema, frozen=True):
     failure: Failure | None = None
 
 
+#: The output bytes one answer carries at most (a NATS message holds 1 MiB by default):
+#: a larger output is read in chunks.
+OUTPUT_PER_ANSWER: Final = 256 * 1024
+
 #: The header of an answer that says "not here: send it again".
 MOVED: Final = "Kforge-Moved"
 
@@ -226,8 +258,10 @@ class DirectoryEntry(Schema, frozen=True):
 #: The result type of each call (what ``Answer.value`` decodes to).
 RESULTS: Final[dict[type[Call], Any]] = {
     Create: Hash256,
+    Authorize: None,
     Status: SandboxInfo,
     ListSandboxes: tuple[SandboxInfo, ...],
+    Visible: tuple[SandboxInfo, ...],
     Start: None,
     Step: SandboxState,
     Deliver: None,
@@ -235,7 +269,7 @@ RESULTS: Final[dict[type[Call], Any]] = {
     Wait: ExecResult,
     Forget: None,
     IoLog: tuple[HostCall, ...],
-    Output: bytes,
+    Output: tuple[bytes, int],
     RunRecordOf: bytes,
     Prove: bytes,
     Grant: None,

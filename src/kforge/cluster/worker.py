@@ -29,6 +29,7 @@ from nats.aio.client import Client as Nats
 from nats.js.kv import KV_DEL, KV_PURGE
 
 from kforge.accounting import OPEN_ACCOUNTS, Opening
+from kforge.cluster import names
 from kforge.cluster.accounts import AccountsBucket, StoredAccount
 from kforge.cluster.connection import Layout, connect, open_layout
 from kforge.cluster.leases import (
@@ -75,6 +76,9 @@ class Worker:
         self.partitions: dict[int, Partition] = {}
         self._taking: dict[int, asyncio.Task[None]] = {}
         self._accounts: dict[AgentId, tuple[StoredAccount, int]] = {}
+        #: The cluster's operators (``kforge_cluster``'s ``operator.*`` keys, which each
+        #: gateway writes for its dashboard agent): every partition's policy knows them.
+        self.operators: set[AgentId] = set()
         self._settings = PartitionSettings(
             limits=config.limits,
             opening=config.opening,
@@ -109,6 +113,7 @@ class Worker:
             runner = TierRunner.of(config.tier)
             leases = LeaseBook(layout.leases, self.id, config.lease_seconds)
             followers = await self._follow_placement(layout)
+            followers.append(await self._follow_operators(layout))
             self.say(f"serving {layout.partitions} partitions' worth of leases on {config.url}")
             try:
                 while not stop.is_set():
@@ -137,6 +142,23 @@ class Worker:
             loop.create_task(_wake_on_crew_changes(workers, self._wake)),
         ]
         return [leases, workers]
+
+    async def _follow_operators(self, layout: Layout) -> Any:
+        watcher = await layout.cluster.watch(names.OPERATORS_KEYS)
+        self._followers.append(asyncio.get_running_loop().create_task(self._learn(watcher)))
+        return watcher
+
+    async def _learn(self, watcher: Any) -> None:
+        """Make every agent a gateway names an operator one in each partition's policy
+        (one named and gone stays an operator here: its key lived only with its gateway)."""
+        with contextlib.suppress(Exception):
+            async for entry in watcher:
+                if entry is None or entry.operation in (KV_DEL, KV_PURGE):
+                    continue
+                agent = AgentId.from_hex(entry.key.removeprefix("operator."))
+                self.operators.add(agent)
+                for partition in list(self.partitions.values()):
+                    partition.engine.policy.add_operator(agent)
 
     def _absorb(self, agent: AgentId, stored: StoredAccount, revision: int) -> None:
         known = self._accounts.get(agent)
@@ -221,6 +243,8 @@ class Worker:
             return
         finally:
             self._taking.pop(number, None)
+        for agent in self.operators:  # those named while it was being taken
+            partition.engine.policy.add_operator(agent)
         self.partitions[number] = partition
         with contextlib.suppress(Exception):  # the status shows it now, not a round later
             await self._heartbeat(layout)

@@ -64,7 +64,7 @@ from kforge.engine.models import (
     system_random,
 )
 from kforge.engine.offload import Offload, WorkLimits
-from kforge.engine.policy import Policy
+from kforge.engine.policy import Action, Policy
 from kforge.engine.rebuild import rebuild
 from kforge.engine.sandbox import delivery_bytes
 from kforge.engine.sandboxes import ProgramGate, Sandboxes
@@ -497,13 +497,14 @@ class Engine:
 
     # ------------------------------------------------------------------ programs
 
-    async def put_program(self, program: ForgeProgram) -> Hash256:
-        """Store ``program`` in the vault; returns its id."""
-        return self.vault.put_program(program)
+    async def program_bytes(self, program_id: Hash256) -> bytes:
+        """The FRGP bytes stored under ``program_id`` (``VaultFetchFailed``)."""
+        return self.vault.get(program_id)
 
-    async def load_program(self, program_id: Hash256) -> ForgeProgram:
-        """The program stored under ``program_id`` (``VaultFetchFailed``, ``InvalidProgram``)."""
-        return self.programs.load(program_id)
+    @property
+    def offload(self) -> Offload:
+        """Where the engine's CPU-heavy work runs (:mod:`kforge.engine.offload`)."""
+        return self.ctx.offload
 
     # ------------------------------------------------------------------ sandboxes
 
@@ -521,6 +522,14 @@ class Engine:
     async def list_sandboxes(self, owner: AgentId | None = None) -> list[SandboxInfo]:
         """Every sandbox the engine keeps (of ``owner``, when given), oldest first."""
         return await self.sandboxes.list(owner)
+
+    async def authorize_sandbox(
+        self, action: Action, sandbox_id: Hash256, requester: AgentId
+    ) -> None:
+        """Return when ``requester`` may take ``action`` on the sandbox (``SandboxNotFound``,
+        ``PermissionDenied``): what a way in that holds no sandbox itself (the event
+        socket) asks before it serves one."""
+        self.policy.sandbox(action, sandbox_id, requester)
 
     async def visible_sandboxes(
         self, requester: AgentId, *, every: bool = False

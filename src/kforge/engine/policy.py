@@ -51,6 +51,7 @@ __all__ = [
     "RateLimited",
     "RateLimiter",
     "Rule",
+    "Rules",
 ]
 
 
@@ -294,28 +295,18 @@ class RateLimiter:
 # ----------------------------------------------------------------- the policy
 
 
-class Policy:
-    """The engine's rules (:data:`RULES`) and pools, enforced for every caller.
+class Rules:
+    """Who is an operator, and what :data:`RULES` lets each agent do: the part of the
+    policy that needs no sandbox (a cluster's gateway has only this part; the workers'
+    engines hold the sandboxes and the rest, :class:`Policy`).
 
-    ``operators`` are the agents that may take operator actions (the engine's own
-    agent always may).  Refusals are ``PermissionDenied`` (403), or the
-    not-found error of what was named when the rule is ``hidden``; an agent over
-    a share of a pool gets ``OverLimit`` (429).
+    ``operators`` are the agents that may take operator actions (``engine_agent``
+    always may).  Refusals are ``PermissionDenied`` (403).
     """
 
-    def __init__(
-        self,
-        state: EngineState,
-        limits: EngineLimits,
-        engine_agent: AgentId,
-        operators: Iterable[AgentId] = (),
-    ) -> None:
-        self.state = state
-        self.limits = limits
+    def __init__(self, engine_agent: AgentId, operators: Iterable[AgentId] = ()) -> None:
         self.engine_agent = engine_agent
         self._operators = {engine_agent, *operators}
-
-    # ------------------------------------------------------------------ who
 
     @property
     def operators(self) -> frozenset[AgentId]:
@@ -358,6 +349,29 @@ class Policy:
                 f"agent {agent} may not {action.value.replace('_', ' ')}{target}: "
                 f"only {rule.who()} may"
             )
+
+
+class Policy(Rules):
+    """The engine's rules (:data:`RULES`) and pools, enforced for every caller.
+
+    ``operators`` are the agents that may take operator actions (the engine's own
+    agent always may).  Refusals are ``PermissionDenied`` (403), or the
+    not-found error of what was named when the rule is ``hidden``; an agent over
+    a share of a pool gets ``OverLimit`` (429).
+    """
+
+    def __init__(
+        self,
+        state: EngineState,
+        limits: EngineLimits,
+        engine_agent: AgentId,
+        operators: Iterable[AgentId] = (),
+    ) -> None:
+        super().__init__(engine_agent, operators)
+        self.state = state
+        self.limits = limits
+
+    # ------------------------------------------------------------------ who
 
     def lists(self, agent: AgentId, sandbox: Sandbox) -> bool:
         """Whether ``sandbox`` is in ``agent``'s own list: it may read it as its owner or

@@ -246,14 +246,7 @@ async def send_message(ctx: Context) -> tuple[int, Any] | Response:
 async def mailbox(ctx: Context) -> tuple[int, Any] | Response:
     """Envelopes the engine sent the caller later (EXEC_RESULT, PROOF_RESULT), waiting up to ``timeout``."""
     timeout = query_number(ctx, "timeout", 0.0, 0.0, ctx.state.config.max_wait_seconds)
-    box = ctx.state.engine.mailbox
-    envelopes = box.drain(ctx.agent)
-    if not envelopes and timeout > 0:
-        try:
-            envelopes = [await asyncio.wait_for(box.get(ctx.agent), timeout)]
-        except TimeoutError:
-            envelopes = []
-        envelopes += box.drain(ctx.agent)
+    envelopes = await ctx.state.engine.mailbox.take(ctx.agent, timeout)
     if wants_msgpack(ctx.request.headers.get("accept"), ctx.request.headers.get("content-type")):
         return 200, {"envelopes": envelopes}
     return 200, {"envelopes": [envelope_values(envelope) for envelope in envelopes]}

@@ -30,7 +30,7 @@ from typing import Final
 from kforge.core import AgentId, ErrorCategory, ForgeError
 from kforge.debuginfo import SourceLocation, code_labels, source_locations
 from kforge.disasm import format_instruction
-from kforge.engine.policy import Action, OverLimit, Policy
+from kforge.engine.policy import Action, OverLimit, Rules
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.messages import InvalidRequest
@@ -252,7 +252,7 @@ def _location_values(session: DebugSession, pc: int) -> SourcePosition | None:
 class DebugManager:
     """Every debug session of one server."""
 
-    def __init__(self, policy: Policy, limits: DebugLimits | None = None) -> None:
+    def __init__(self, policy: Rules, limits: DebugLimits | None = None) -> None:
         self.policy = policy
         self.limits = limits or DebugLimits()
         self._sessions: dict[str, DebugSession] = {}

@@ -50,7 +50,7 @@ async def _program(
             "assembly",
             "give exactly one of 'assembly', 'starlark', 'program' and 'program_id'",
         )
-    offload = ctx.state.engine.ctx.offload
+    offload = ctx.state.engine.offload
     labels: dict[int, tuple[str, ...]] | None = None
     if body.assembly is not None:
         encoded, labels = await offload.run(
@@ -77,7 +77,7 @@ async def _program(
         encoded = body.program
     else:
         assert body.program_id is not None
-        encoded = ctx.state.engine.vault.get(body.program_id)
+        encoded = await ctx.state.engine.program_bytes(body.program_id)
     if len(encoded) > offload.limits.inline_bytes:
         program = await asyncio.to_thread(decode_program, encoded)
     else:

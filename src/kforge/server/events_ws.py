@@ -107,7 +107,7 @@ async def _authorize(websocket: WebSocket, state: ServerState) -> tuple[Principa
         granted = False
         if sandbox is not None:
             try:
-                policy.sandbox(Action.WATCH_EVENTS, sandbox, principal.agent)
+                await state.engine.authorize_sandbox(Action.WATCH_EVENTS, sandbox, principal.agent)
                 granted = True
             except ForgeError:
                 granted = False

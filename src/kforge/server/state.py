@@ -18,11 +18,13 @@ from kforge.engine import (
     SandboxInfo,
     SandboxState,
 )
+from kforge.engine.jobs import BuiltProgram, ProgramText
 from kforge.engine.models import Clock, Service, ServiceInfo, ServiceResult
+from kforge.engine.offload import Offload
+from kforge.engine.policy import Action, Rules
 from kforge.events import EventBus
 from kforge.link import Import
 from kforge.messages import Envelope
-from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof
 from kforge.proofs.replay import RunRecord
 from kforge.server.auth import AuthConfig, Authenticator
@@ -58,15 +60,35 @@ class ServedEngine(Protocol):
     @property
     def mailbox(self) -> MailboxReader: ...
 
+    @property
+    def policy(self) -> Rules: ...
+
+    @property
+    def offload(self) -> Offload: ...
+
     async def open(self) -> object: ...
 
     async def close(self) -> None: ...
 
-    async def put_program(self, program: ForgeProgram) -> Hash256: ...
+    async def build_program(
+        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+    ) -> tuple[Hash256, BuiltProgram]: ...
 
-    async def load_program(self, program_id: Hash256) -> ForgeProgram: ...
+    async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText: ...
 
-    async def create_sandbox(self, request: CreateSandbox) -> Hash256: ...
+    async def program_bytes(self, program_id: Hash256) -> bytes: ...
+
+    async def create_sandbox(
+        self, request: CreateSandbox, requester: AgentId | None = None
+    ) -> Hash256: ...
+
+    async def authorize_sandbox(
+        self, action: Action, sandbox_id: Hash256, requester: AgentId
+    ) -> None: ...
+
+    async def visible_sandboxes(
+        self, requester: AgentId, *, every: bool = False
+    ) -> list[SandboxInfo]: ...
 
     async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo: ...
 
@@ -83,7 +105,12 @@ class ServedEngine(Protocol):
     async def kill_sandbox(self, sandbox_id: Hash256, requester: AgentId) -> None: ...
 
     async def wait(
-        self, sandbox_id: Hash256, requester: AgentId | None = None, *, timeout: float | None = None
+        self,
+        sandbox_id: Hash256,
+        requester: AgentId | None = None,
+        *,
+        timeout: float | None = None,
+        output_limit: int | None = None,
     ) -> ExecResult: ...
 
     async def forget(self, sandbox_id: Hash256, requester: AgentId) -> None: ...
@@ -91,8 +118,12 @@ class ServedEngine(Protocol):
     async def io_log(self, sandbox_id: Hash256, requester: AgentId) -> tuple[HostCall, ...]: ...
 
     async def output(
-        self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int = 0, limit: int | None = None
     ) -> bytes: ...
+
+    async def output_chunk(
+        self, sandbox_id: Hash256, requester: AgentId, *, offset: int, limit: int
+    ) -> tuple[bytes, int]: ...
 
     async def run_record(self, sandbox_id: Hash256, requester: AgentId) -> RunRecord: ...
 
@@ -112,9 +143,13 @@ class ServedEngine(Protocol):
         self, program_id: Hash256, imports: Sequence[Import], requester: AgentId
     ) -> Hash256: ...
 
-    async def begin_cycle(self, allowances: Mapping[AgentId, int] | None = None) -> int: ...
+    async def begin_cycle(
+        self, allowances: Mapping[AgentId, int] | None = None, requester: AgentId | None = None
+    ) -> int: ...
 
-    async def create_service(self, service: Service) -> Hash256: ...
+    async def create_service(
+        self, service: Service, requester: AgentId | None = None
+    ) -> Hash256: ...
 
     async def service_info(self, service_id: Hash256) -> ServiceInfo: ...
 
