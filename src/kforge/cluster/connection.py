@@ -34,6 +34,7 @@ from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
 from kforge.cluster import names
+from kforge.messages.mailbox import MAX_MAILBOX_TOTAL_BYTES
 from kforge.wire import U16, Schema, decode_msgpack, encode_msgpack
 
 __all__ = [
@@ -51,6 +52,10 @@ __all__ = [
 DUPLICATE_WINDOW: Final = 120.0
 #: Mailbox envelopes not taken within this long are dropped.
 MAILBOX_AGE: Final = 3600.0
+#: The envelopes one recipient's mailbox holds at most (as the embedded engine's).
+MAILBOX_PER_RECIPIENT: Final = 1024
+#: The bytes of events the events stream keeps at most (the oldest go first).
+EVENTS_BYTES: Final = 1024 * 1024 * 1024
 #: How long where a creation went is remembered (a creation sent again later than this
 #: may be placed anew).
 PLACEMENT_AGE: Final = 3600.0
@@ -232,6 +237,8 @@ async def open_layout(nc: Nats, partitions: int | None = names.DEFAULT_PARTITION
             subjects=["kforge.events.>"],
             storage=api.StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW,
+            max_bytes=EVENTS_BYTES,
+            discard=api.DiscardPolicy.OLD,
         ),
     )
     await _stream(
@@ -243,6 +250,11 @@ async def open_layout(nc: Nats, partitions: int | None = names.DEFAULT_PARTITION
             retention=api.RetentionPolicy.WORK_QUEUE,
             duplicate_window=DUPLICATE_WINDOW,
             max_age=MAILBOX_AGE,
+            # The embedded engine's mailbox bounds, for the cluster's: envelopes per
+            # recipient, and bytes in all (the oldest go first).
+            max_msgs_per_subject=MAILBOX_PER_RECIPIENT,
+            max_bytes=MAX_MAILBOX_TOTAL_BYTES,
+            discard=api.DiscardPolicy.OLD,
         ),
     )
     cluster = await _bucket(js, names.CLUSTER_BUCKET)

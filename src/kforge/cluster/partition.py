@@ -144,6 +144,9 @@ class _JournalMailbox(Mailbox):
         self._store = store
 
     def post(self, recipient: AgentId, envelope: Envelope) -> None:
+        if len(envelope.payload) > self.max_bytes:  # as the embedded mailbox drops it
+            self.count_dropped(recipient)
+            return
         self._store.post_mail(recipient, envelope)
 
 
