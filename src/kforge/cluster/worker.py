@@ -42,6 +42,8 @@ from kforge.cluster.leases import (
 from kforge.cluster.partition import Partition, PartitionSettings
 from kforge.core import AgentId
 from kforge.engine import EngineLimits
+from kforge.engine.engine import compiling_in
+from kforge.engine.offload import Offload
 from kforge.tiers import TierRunner
 from kforge.wire import decode_msgpack, encode_msgpack
 
@@ -110,7 +112,10 @@ class Worker:
             self.layout = layout = await open_layout(self.nc, config.partitions)
             accounts = AccountsBucket(layout.accounts, config.opening)
             watcher = await accounts.watch(self._absorb)
-            runner = TierRunner.of(config.tier)
+            # Compiles for the fast tier run in worker processes under the time limit, as
+            # an engine's own tier's do (the partitions share this runner).
+            offload = Offload()
+            runner = TierRunner(config.tier, builder=compiling_in(offload))
             leases = LeaseBook(layout.leases, self.id, config.lease_seconds)
             followers = await self._follow_placement(layout)
             followers.append(await self._follow_operators(layout))
@@ -127,6 +132,7 @@ class Worker:
                     with contextlib.suppress(Exception):
                         await follower.stop()
                 runner.close()
+                offload.close()
         finally:
             with contextlib.suppress(Exception):
                 await self.nc.drain()

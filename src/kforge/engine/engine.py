@@ -96,7 +96,7 @@ from kforge.proofs.replay import RunRecord
 from kforge.storage import ProgramCache, Vault, default_data_dir
 from kforge.tiers import TIERS, TierRunner
 
-__all__ = ["TIERS", "Engine", "EngineStatus", "ProgramGate", "SliceObserver"]
+__all__ = ["TIERS", "Engine", "EngineStatus", "ProgramGate", "SliceObserver", "compiling_in"]
 
 log = logging.getLogger("kforge.engine")
 
@@ -217,7 +217,7 @@ class Engine:
         if isinstance(tier, TierRunner):
             self.runner = tier
         else:  # the engine's own: its fast tier compiles in a worker, like every heavy job
-            self.runner = TierRunner(tier, builder=_compiling_in(offload))
+            self.runner = TierRunner(tier, builder=compiling_in(offload))
             self._owned.append(self.runner)
         limits = limits or EngineLimits()
         agent = agent_id or AgentId(Hash256.of(_ENGINE_DOMAIN + secret).raw)
@@ -735,7 +735,7 @@ class Engine:
         return await self.dispatcher.dispatch_bytes(raw)
 
 
-def _compiling_in(offload: Offload) -> Callable[[ForgeProgram, int], bytes]:
+def compiling_in(offload: Offload) -> Callable[[ForgeProgram, int], bytes]:
     """The fast tier's compiles, run as jobs of ``offload`` (a worker process under the time
     limit), waited for on the compile thread."""
 
