@@ -20,6 +20,7 @@ import pytest
 from cluster_support import SPIN, LocalCluster, agent_keys
 from kforge.accounting import OPEN_ACCOUNTS
 from kforge.asm import assemble
+from kforge.cli import main
 from kforge.cluster import names
 from kforge.cluster.accounts import AccountsBucket
 from kforge.cluster.connection import Layout, NatsUnreachable, connect, open_layout
@@ -30,10 +31,11 @@ from kforge.cluster.local import NatsServer, free_port, kforge_command
 from kforge.cluster.placement import PartitionLoads, place
 from kforge.cluster.programs import fetch_object
 from kforge.cluster.worker import Worker, WorkerConfig
-from kforge.core import EventKind, Hash256, VaultFetchFailed
+from kforge.core import EventKind, Hash256, PermissionDenied, VaultFetchFailed
 from kforge.engine import CreateSandbox
-from kforge.engine.jobs import FRGP
+from kforge.engine.jobs import ASSEMBLY, FRGP
 from kforge.engine.journal import Row
+from kforge.engine.policy import Action
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:
@@ -233,6 +235,41 @@ def test_events_are_chosen_by_subject_and_replayed_from_a_sequence(tmp_path: Pat
     run(body)
 
 
+def test_the_gateway_and_the_workers_decide_who_may_do_what_by_the_engines_table(
+    tmp_path: Path,
+) -> None:
+    owner, other, operator = (key.agent_id for key in agent_keys(3))
+
+    async def body() -> None:
+        async with cluster_in_process(tmp_path) as (worker, engine):
+            code, built = await engine.build_program(ASSEMBLY, "LI r1, 7\nHALT\n", "up", owner)
+            assert built.code_length == 2
+            assert (await engine.program_text(code, other)).code[0].startswith("LI")
+            sandbox = await engine.create_sandbox(CreateSandbox(owner, code, 65536, 10**6))
+            with pytest.raises(PermissionDenied, match="may not create"):
+                await engine.create_sandbox(CreateSandbox(owner, code, 65536, 10**6), other)
+            with pytest.raises(PermissionDenied):  # decided by the worker's policy
+                await engine.sandbox_status(sandbox, other)
+            with pytest.raises(PermissionDenied):
+                await engine.authorize_sandbox(Action.WATCH_EVENTS, sandbox, other)
+            await engine.authorize_sandbox(Action.WATCH_EVENTS, sandbox, owner)
+            with pytest.raises(PermissionDenied):  # decided by the gateway's rules
+                await engine.visible_sandboxes(other, every=True)
+            assert await engine.visible_sandboxes(other) == []
+            # A gateway's operator is every worker's operator.
+            second = ClusterEngine(engine.url)
+            second.policy.add_operator(operator)
+            async with second:
+                deadline = time.monotonic() + 10
+                while operator not in worker.operators and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                assert (await engine.sandbox_status(sandbox, operator)).id == sandbox
+                listed = await engine.visible_sandboxes(operator, every=True)
+                assert [info.id for info in listed] == [sandbox]
+
+    run(body)
+
+
 # ----------------------------------------------------------------------------- processes
 
 
@@ -267,6 +304,22 @@ def test_a_role_started_before_nats_says_so_and_stops_on_a_signal(command: list[
             process.kill()
     assert process.returncode == 0
     assert "Traceback" not in said + rest
+
+
+@pytest.mark.parametrize(
+    ("command", "url", "says"),
+    [
+        (["worker"], "http://localhost:4222", "is no NATS URL"),
+        (["serve"], "nats://", "names no host"),
+        (["cluster", "status"], "nats://localhost:99999", "Port out of range"),
+    ],
+)
+def test_a_bad_nats_url_is_one_line_and_status_2(
+    command: list[str], url: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--nats", url]) == 2
+    error = capsys.readouterr().err
+    assert says in error and "Traceback" not in error and len(error.splitlines()) == 1
 
 
 def test_nats_that_never_comes_is_a_clear_error() -> None:

@@ -15,10 +15,35 @@ import json
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from kforge.cli.options import TIERS, CliError, add_data_dir_option
 
-__all__ = ["add_commands", "needs_cluster_extra"]
+__all__ = ["add_commands", "nats_url", "needs_cluster_extra"]
+
+#: The URL schemes a NATS client connects with.
+_NATS_SCHEMES = ("nats", "tls", "ws", "wss")
+
+
+def nats_url(text: str) -> str:
+    """A NATS server's URL, checked before anything tries it: ``nats://host:port`` (or
+    ``tls``, ``ws``, ``wss``); several, for a NATS cluster, separated by commas."""
+    for one in text.split(","):
+        try:
+            parsed = urlsplit(one.strip())
+            port = parsed.port
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"'{one}' is no URL: {error}") from None
+        if parsed.scheme not in _NATS_SCHEMES:
+            raise argparse.ArgumentTypeError(
+                f"'{one}' is no NATS URL: expected nats://HOST:PORT "
+                f"(schemes {', '.join(_NATS_SCHEMES)})"
+            )
+        if not parsed.hostname:
+            raise argparse.ArgumentTypeError(f"'{one}' names no host: expected nats://HOST:PORT")
+        if port == 0:
+            raise argparse.ArgumentTypeError(f"'{one}': port 0 is no server's port")
+    return text
 
 
 def _seconds(text: str) -> float:
@@ -162,7 +187,9 @@ def command_status(args: argparse.Namespace) -> int:
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add ``worker`` and ``cluster`` to ``subparsers``; handlers are ``args.handler``."""
     worker = subparsers.add_parser("worker", help="run partitions of a kforge cluster on NATS")
-    worker.add_argument("--nats", required=True, metavar="URL", help="the NATS server")
+    worker.add_argument(
+        "--nats", required=True, type=nats_url, metavar="URL", help="the NATS server"
+    )
     worker.add_argument("--id", metavar="NAME", help="the worker's name (default: host-pid-random)")
     worker.add_argument(
         "--lease",
@@ -194,6 +221,8 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     add_data_dir_option(up, "the cluster's NATS store lives (in cluster/nats)")
     up.set_defaults(handler=command_up)
     status = commands.add_parser("status", help="workers, their partitions and load")
-    status.add_argument("--nats", required=True, metavar="URL", help="the NATS server")
+    status.add_argument(
+        "--nats", required=True, type=nats_url, metavar="URL", help="the NATS server"
+    )
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(handler=command_status)

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 from typing import Any
 
+from kforge.cli.cluster import nats_url
 from kforge.cli.options import TIERS, CliError, add_data_dir_option
 
 __all__ = ["add_commands", "command_serve", "port_number"]
@@ -77,6 +78,7 @@ def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--nats",
+        type=nats_url,
         metavar="URL",
         help="be a gateway to the kforge cluster on this NATS server, running no engine here",
     )
