@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import nats
 import nats.errors
@@ -30,10 +30,11 @@ from nats.js.errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
 )
-from nats.js.kv import KeyValue
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from nats.js.object_store import ObjectStore
 
 from kforge.cluster import names
+from kforge.core import AgentId
 from kforge.messages.mailbox import MAX_MAILBOX_TOTAL_BYTES
 from kforge.wire import U16, Schema, decode_msgpack, encode_msgpack
 
@@ -43,6 +44,7 @@ __all__ = [
     "NatsUnreachable",
     "NoCluster",
     "connect",
+    "learn_operators",
     "open_layout",
     "shared_secret",
 ]
@@ -286,3 +288,15 @@ async def shared_secret(layout: Layout, name: str) -> bytes:
     with contextlib.suppress(KeyWrongLastSequenceError):
         await layout.cluster.create(name, os.urandom(32))
     return (await layout.cluster.get(name)).value or b""
+
+
+async def learn_operators(watcher: Any, add: Callable[[AgentId], None]) -> None:
+    """Call ``add`` with every agent ``kforge_cluster`` names an operator (``operator.*``,
+    each gateway's dashboard agent), now and as gateways come.  One named and gone stays
+    an operator where it was learnt: its key lived only with its gateway."""
+    with contextlib.suppress(Exception):
+        async for entry in watcher:
+            if entry is None or entry.operation in (KV_DEL, KV_PURGE):
+                continue
+            with contextlib.suppress(ValueError):
+                add(AgentId.from_hex(entry.key.removeprefix("operator.")))

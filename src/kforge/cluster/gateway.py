@@ -33,7 +33,14 @@ from nats.aio.client import Client as Nats
 from nats.js.errors import KeyNotFoundError
 
 from kforge.cluster import names, protocol
-from kforge.cluster.connection import Layout, NoCluster, connect, open_layout, shared_secret
+from kforge.cluster.connection import (
+    Layout,
+    NoCluster,
+    connect,
+    learn_operators,
+    open_layout,
+    shared_secret,
+)
 from kforge.cluster.feeds import ClusterBus, ClusterMailbox
 from kforge.cluster.leases import live_workers
 from kforge.cluster.placement import PlacementUnavailable, place
@@ -143,6 +150,8 @@ class ClusterEngine:
         #: time limit, as the embedded engine does (``work``: its limits).
         self.offload = Offload(work)
         self._operators_named: list[str] = []
+        self._operator_watch: Any = None
+        self._learning: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -184,16 +193,26 @@ class ClusterEngine:
             await asyncio.sleep(0.2)
 
     async def _name_operators(self, layout: Layout) -> None:
+        """Write this gateway's operators to ``kforge_cluster`` and learn every other
+        gateway's (a token from one gateway is good at all of them)."""
         for agent in self.policy.operators - {self.policy.engine_agent}:
             key = names.operator_key(agent)
             await layout.cluster.put(key, b"")
             self._operators_named.append(key)
+        self._operator_watch = await layout.cluster.watch(names.OPERATORS_KEYS)
+        self._learning = asyncio.get_running_loop().create_task(
+            learn_operators(self._operator_watch, self.policy.add_operator)
+        )
 
     async def close(self) -> None:
         self.offload.close()
         if self.status is EngineStatus.OPEN:
             self.status = EngineStatus.CLOSED
             await self.bus.stop()
+            if self._learning is not None:
+                self._learning.cancel()
+                with contextlib.suppress(Exception):
+                    await self._operator_watch.stop()
             for key in self._operators_named:
                 with contextlib.suppress(Exception):
                     await self.layout.cluster.delete(key)

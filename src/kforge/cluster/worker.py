@@ -31,7 +31,7 @@ from nats.js.kv import KV_DEL, KV_PURGE
 from kforge.accounting import OPEN_ACCOUNTS, Opening
 from kforge.cluster import names
 from kforge.cluster.accounts import AccountsBucket, StoredAccount
-from kforge.cluster.connection import Layout, connect, open_layout
+from kforge.cluster.connection import Layout, connect, learn_operators, open_layout
 from kforge.cluster.leases import (
     LeaseBook,
     PartitionLoad,
@@ -155,16 +155,12 @@ class Worker:
         return watcher
 
     async def _learn(self, watcher: Any) -> None:
-        """Make every agent a gateway names an operator one in each partition's policy
-        (one named and gone stays an operator here: its key lived only with its gateway)."""
-        with contextlib.suppress(Exception):
-            async for entry in watcher:
-                if entry is None or entry.operation in (KV_DEL, KV_PURGE):
-                    continue
-                agent = AgentId.from_hex(entry.key.removeprefix("operator."))
-                self.operators.add(agent)
-                for partition in list(self.partitions.values()):
-                    partition.engine.policy.add_operator(agent)
+        await learn_operators(watcher, self._add_operator)
+
+    def _add_operator(self, agent: AgentId) -> None:
+        self.operators.add(agent)
+        for partition in list(self.partitions.values()):
+            partition.engine.policy.add_operator(agent)
 
     def _absorb(self, agent: AgentId, stored: StoredAccount, revision: int) -> None:
         known = self._accounts.get(agent)
