@@ -26,7 +26,6 @@ import hashlib
 import importlib.metadata
 import os
 import platform
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -36,6 +35,7 @@ import wasmtime
 from kforge.core import DATA_DIR_ENVIRONMENT, Hash256, default_data_dir
 from kforge.fast.compiler import COMPILER_VERSION
 from kforge.fast.runtime import ENGINE_SETTINGS
+from kforge.sealed import PARTIAL_SUFFIX, read_sealed, write_sealed
 
 __all__ = [
     "DATA_DIR_ENVIRONMENT",
@@ -48,10 +48,8 @@ __all__ = [
 ]
 
 _MAGIC: Final = b"KFWASM01"
-_DIGEST_SIZE: Final = 32
 _SUBDIRECTORY: Final = "fast-modules"
 _MODULE_SUFFIX: Final = ".cwasm"
-_PARTIAL_SUFFIX: Final = ".tmp"
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
 MAX_BYTES_ENVIRONMENT: Final = "KFORGE_MODULE_CACHE_MAX_BYTES"
 
@@ -122,38 +120,26 @@ class ModuleCache:
     def load(self, engine: wasmtime.Engine, program_id: Hash256) -> wasmtime.Module | None:
         """The cached module, or ``None`` when absent, corrupt or incompatible (then deleted)."""
         path = self.path_for(program_id)
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        payload = read_sealed(path, _MAGIC)
+        if payload is None:
             return None
-        payload = _unwrap(blob)
-        if payload is not None:
-            try:
-                module = wasmtime.Module.deserialize(engine, payload)
-            except (wasmtime.WasmtimeError, ValueError, TypeError):
-                pass
-            else:
-                _touch(path)
-                return module
-        path.unlink(missing_ok=True)
-        return None
+        try:
+            module = wasmtime.Module.deserialize(engine, payload)
+        except (wasmtime.WasmtimeError, ValueError, TypeError):
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            return None
+        _touch(path)
+        return module
 
     def store(self, program_id: Hash256, module: wasmtime.Module) -> None:
         """Write the module; a read-only or full disk only costs the next process a compile."""
         try:
             payload = bytes(module.serialize())
-            self.directory.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=_PARTIAL_SUFFIX)
-        except (OSError, wasmtime.WasmtimeError):
+        except wasmtime.WasmtimeError:
             return
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-            os.replace(temporary, self.path_for(program_id))
-        except OSError:
-            Path(temporary).unlink(missing_ok=True)
-            return
-        self.evict()
+        if write_sealed(self.path_for(program_id), _MAGIC, payload):
+            self.evict()
 
     def _entries(self) -> list[_Entry]:
         entries = []
@@ -195,7 +181,7 @@ class ModuleCache:
     def clear(self) -> int:
         """Remove every module (of any key) and any partly written file; returns how many."""
         removed = 0
-        for pattern in ("*" + _MODULE_SUFFIX, "*" + _PARTIAL_SUFFIX):
+        for pattern in ("*" + _MODULE_SUFFIX, "*" + PARTIAL_SUFFIX):
             try:
                 paths = list(self.directory.glob(pattern))
             except OSError:
@@ -213,14 +199,3 @@ def _touch(path: Path) -> None:
     """Mark ``path`` as used now (its modification time is its last use)."""
     with contextlib.suppress(OSError):
         os.utime(path)
-
-
-def _unwrap(blob: bytes) -> bytes | None:
-    """The payload of a cache file whose magic and checksum are right, else ``None``."""
-    header = len(_MAGIC) + _DIGEST_SIZE
-    if len(blob) < header or not blob.startswith(_MAGIC):
-        return None
-    payload = blob[header:]
-    if hashlib.sha256(payload).digest() != blob[len(_MAGIC) : header]:
-        return None
-    return payload

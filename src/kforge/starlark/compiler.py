@@ -9,9 +9,11 @@ its dialect once per process and shared by every program.
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -24,7 +26,7 @@ from kforge.limits import (
 )
 from kforge.program import ForgeProgram
 from kforge.starlark import builtins as starlark_builtins
-from kforge.starlark import tables
+from kforge.starlark import prepared, tables
 from kforge.starlark.emit import Unit, emit_program
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.lower import ModuleCompiler, ModuleInfo, ProgramState
@@ -82,17 +84,23 @@ _runtime_lock = threading.Lock()
 
 
 def runtime_library() -> RuntimeLibrary:
-    """The runtime compiled to IR (once per process)."""
+    """The runtime compiled to IR: once per process, read from the data directory when
+    an earlier process compiled this very runtime (:mod:`kforge.starlark.prepared`)."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            library = compile_modules(list(RUNTIME_MODULES))
-            for builtin in starlark_builtins.every_builtin():
-                function = library.functions.get(builtin.impl)
-                if function is not None:
-                    function.builtin = builtin.name
-            _runtime = library
+            _runtime = prepared.load_or_build(compile_runtime)
         return _runtime
+
+
+def compile_runtime() -> RuntimeLibrary:
+    """The runtime's modules compiled to IR, its builtins named for tracebacks."""
+    library = compile_modules(list(RUNTIME_MODULES))
+    for builtin in starlark_builtins.every_builtin():
+        function = library.functions.get(builtin.impl)
+        if function is not None:
+            function.builtin = builtin.name
+    return library
 
 
 def directory_loader(directory: Path) -> Loader:
@@ -284,6 +292,34 @@ def compile_starlark(
     fetches the library with that content id through ``fetch`` (a vault)."""
     if loader is None:
         loader = directory_loader(Path(filename).parent if filename else Path.cwd())
-    compiler = ProgramCompiler(loader, testing, fetch)
-    main = compiler.compile_file(filename, source)
-    return compiler.link(main, memory_quota)
+    with _collector_paused():
+        compiler = ProgramCompiler(loader, testing, fetch)
+        main = compiler.compile_file(filename, source)
+        return compiler.link(main, memory_quota)
+
+
+_compiling = 0
+_collector_was_enabled = False
+_compiling_lock = threading.Lock()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a program compiles: a compile makes
+    hundreds of thousands of short-lived objects, freed by reference counting, and
+    each collection they trigger would walk the runtime's IR again (a third of the
+    compile time).  Compiles in several threads pause it together; the last one to
+    end turns it back on, if it was on."""
+    global _compiling, _collector_was_enabled
+    with _compiling_lock:
+        if _compiling == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _compiling += 1
+    try:
+        yield
+    finally:
+        with _compiling_lock:
+            _compiling -= 1
+            if _compiling == 0 and _collector_was_enabled:
+                gc.enable()
