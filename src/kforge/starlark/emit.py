@@ -175,16 +175,48 @@ class _Code:
         self.all_sites: list[tuple[int, int]] = []
         self.builtin_frame = False
         self.words: list[list[int]] = []  # [opcode, rd, rs1, rs2, imm]
-        self.locations: list[tuple[int, Loc | None]] = []  # (function number, loc)
+        #: The source map as runs: (first instruction, function number, line, column).
+        self.runs: list[tuple[int, int, int, int]] = []
         self.labels: dict[tuple[str, int] | str, int] = {}
         self.fixups: list[tuple[int, tuple[str, int] | str]] = []
         self.function = 0
         self.loc: Loc | None = None
+        self._run_function = -1
+        self._run_loc: Loc | None = None
+        self._run_key: tuple[int, int, int] | None = None
 
     def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
+        if self.loc is not self._run_loc or self.function != self._run_function:
+            self._start_run()
         self.words.append([opcode, rd, rs1, rs2, imm & 0xFFFF_FFFF_FFFF_FFFF])
-        self.locations.append((self.function, self.loc))
         return len(self.words) - 1
+
+    def _start_run(self) -> None:
+        """The position changed object: a new run of the source map if its value did."""
+        loc = self.loc
+        key = (self.function, loc.line if loc else 0, loc.col if loc else 0)
+        if key != self._run_key:
+            self.runs.append((len(self.words), *key))
+            self._run_key = key
+        self._run_function, self._run_loc = self.function, loc
+
+    def instructions(self) -> tuple[Instruction, ...]:
+        """The code, fix-ups applied, as instructions; equal instructions are one object
+        (they are immutable, and a program repeats most of its instructions)."""
+        for index, label in self.fixups:
+            target = self.labels.get(label)
+            if target is None:
+                raise KeyError(f"undefined label {label!r}")
+            self.words[index][4] = target
+        made: dict[tuple[int, ...], Instruction] = {}
+        code = []
+        for word in self.words:
+            key = tuple(word)
+            instruction = made.get(key)
+            if instruction is None:
+                instruction = made[key] = Instruction(*key)
+            code.append(instruction)
+        return tuple(code)
 
     def emit_to(
         self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
@@ -336,14 +368,9 @@ def emit_program(unit: Unit) -> Emitted:
         code.labels[SITE_INFO] = code.here
         _emit_site_table(code, sites)
 
-    for index, label in code.fixups:
-        target = code.labels.get(label)
-        if target is None:
-            raise KeyError(f"undefined label {label!r}")
-        code.words[index][4] = target
-    instructions = tuple(Instruction(*word) for word in code.words)
+    instructions = code.instructions()
     program_data = data.finish()
-    debug = DebugInfo.from_locations(infos, code.locations)
+    debug = DebugInfo(infos, code.runs)
     starlark_to_debug = {
         number: function_numbers[name] for name, number in starlark_numbers.items()
     }

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kforge.starlark.ir import FIRST_VIRTUAL, Function, Insn
+from kforge.starlark.ir import FIRST_VIRTUAL, Block, Function, Insn
 from kforge.starlark.regs import (
     ALL_CLOBBERED,
     ALLOCATABLE_MASK,
@@ -62,20 +62,21 @@ def allocate(
 ) -> Allocation:
     """Allocate ``function``; ``call_clobber`` maps each call instruction (by ``id``)
     to its callee's clobber set."""
-    blocks = function.blocks
     order = _block_order(function)
-    _, live_out = _liveness(function, order)
+    code = _linear(function, order)
     hints: dict[int, int] = {}
-    calls: list[tuple[int, int, Insn]] = []  # (position, clobber mask, insn)
-    first_seen: dict[int, int] = {}
+    calls: list[tuple[int, Insn]] = []  # (clobber mask, insn)
+    call_number: dict[int, int] = {}
+    seen: set[int] = set()
+    first_seen: list[tuple[int, int]] = []  # (position, register), in order
     position = 0
-    for index in order:
-        block = blocks[index]
-        for insn in block.insns:
+    for block in code:
+        for insn, defined, used in block.insns:
             position += 1
-            for register in (*insn.defs(), *insn.uses()):
-                if register >= FIRST_VIRTUAL and register not in first_seen:
-                    first_seen[register] = position
+            for register in (*defined, *used):
+                if register not in seen:
+                    seen.add(register)
+                    first_seen.append((position, register))
             op = insn.op
             if op == "MOV":
                 if insn.a < FIRST_VIRTUAL <= insn.dst:
@@ -84,7 +85,8 @@ def allocate(
                     hints.setdefault(insn.dst, -insn.a)  # prefer the source's register
             elif op in ("CALL", "CALLI"):
                 mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(insn.args))
-                calls.append((position, mask, insn))
+                call_number[id(insn)] = len(calls)
+                calls.append((mask, insn))
                 for number, argument in enumerate(insn.args, start=1):
                     if argument >= FIRST_VIRTUAL:
                         hints.setdefault(argument, number)
@@ -96,18 +98,20 @@ def allocate(
         term = block.term
         if term is not None:
             position += 1
-            for register in term.uses():
-                if register >= FIRST_VIRTUAL and register not in first_seen:
-                    first_seen[register] = position
+            for register in block.term_uses:
+                if register not in seen:
+                    seen.add(register)
+                    first_seen.append((position, register))
             if term.op == "RET" and term.a >= FIRST_VIRTUAL:
                 hints.setdefault(term.a, RESULT)
 
-    neighbours = _interference(function, order, live_out)
-    across = _live_across_calls(function, order, live_out, calls)
+    live_out = _liveness(code)
+    neighbours, across = _interference(code, live_out, call_number)
     used = (1 << SCRATCH_A) | (1 << SCRATCH_B) | (1 << RESULT)
     registers: dict[int, int] = {}
     saves: dict[int, list[int]] = {}
-    for register in sorted(first_seen, key=lambda r: (first_seen[r], r)):
+    first_seen.sort()
+    for _, register in first_seen:
         taken = 0
         for other in neighbours.get(register, ()):
             phys = registers.get(other)
@@ -119,7 +123,7 @@ def allocate(
         crossed = across.get(register, ())
         clobbered = 0
         for k in crossed:
-            clobbered |= calls[k][1]
+            clobbered |= calls[k][0]
         hint = hints.get(register, -1)
         if hint < -1:  # a move's source: its register, if it has one
             hint = registers.get(-hint, -1)
@@ -128,74 +132,128 @@ def allocate(
         used |= 1 << phys
         if clobbered >> phys & 1:
             for k in crossed:
-                if calls[k][1] >> phys & 1:
-                    saves.setdefault(id(calls[k][2]), []).append(phys)
+                if calls[k][0] >> phys & 1:
+                    saves.setdefault(id(calls[k][1]), []).append(phys)
     clobber = used
-    for _, mask, _ in calls:
+    for mask, _ in calls:
         clobber |= mask
     return Allocation(registers, saves, clobber, used)
 
 
+class _LinearBlock:
+    """One block as the allocator reads it: each instruction with the virtual registers
+    it writes and reads, worked out once (a long top level has tens of thousands)."""
+
+    __slots__ = ("define", "index", "insns", "live_in", "successors", "term", "term_uses", "use")
+
+    def __init__(self, index: int, block: Block) -> None:
+        self.index = index
+        self.term = block.term
+        self.insns: list[tuple[Insn, tuple[int, ...], tuple[int, ...]]] = []
+        use: set[int] = set()
+        define: set[int] = set()
+        for insn in block.insns:
+            defined = tuple(r for r in insn.defs() if r >= FIRST_VIRTUAL)
+            used = tuple(r for r in insn.uses() if r >= FIRST_VIRTUAL)
+            self.insns.append((insn, defined, used))
+            for register in used:
+                if register not in define:
+                    use.add(register)
+            define.update(defined)
+        term = block.term
+        self.term_uses: tuple[int, ...] = ()
+        self.successors: tuple[int, ...] = ()
+        if term is not None:
+            self.term_uses = tuple(r for r in term.uses() if r >= FIRST_VIRTUAL)
+            self.successors = term.targets
+            use.update(r for r in self.term_uses if r not in define)
+        self.use = use
+        self.define = define
+        self.live_in: set[int] = set(use)
+
+
+def _linear(function: Function, order: list[int]) -> list[_LinearBlock]:
+    return [_LinearBlock(index, function.blocks[index]) for index in order]
+
+
+def _liveness(code: list[_LinearBlock]) -> dict[int, set[int]]:
+    """Live-out sets of virtual registers per block (by block index); each block's
+    ``live_in`` is left filled in.  A worklist: a block is looked at again only when
+    the live-in of one of its successors grew."""
+    by_index = {block.index: block for block in code}
+    predecessors: dict[int, list[_LinearBlock]] = {block.index: [] for block in code}
+    for block in code:
+        for target in block.successors:
+            predecessors[target].append(block)
+    live_out: dict[int, set[int]] = {block.index: set() for block in code}
+    pending = list(code)  # popped from the end: the last block first
+    queued = {block.index for block in code}
+    while pending:
+        block = pending.pop()
+        queued.discard(block.index)
+        out: set[int] = set()
+        for target in block.successors:
+            out |= by_index[target].live_in
+        if out == live_out[block.index]:
+            continue
+        live_out[block.index] = out
+        live_in = block.use | (out - block.define)
+        if live_in == block.live_in:
+            continue
+        block.live_in = live_in
+        for predecessor in predecessors[block.index]:
+            if predecessor.index not in queued:
+                queued.add(predecessor.index)
+                pending.append(predecessor)
+    return live_out
+
+
 def _interference(
-    function: Function, order: list[int], live_out: dict[int, set[int]]
-) -> dict[int, set[int]]:
+    code: list[_LinearBlock], live_out: dict[int, set[int]], call_number: dict[int, int]
+) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
     """Which virtual registers may not share a machine register: a value defined by an
     instruction interferes with every value live after it, except the source of a move
     (so the two may share), and values defined together interfere with each other.
+    And for each virtual register, the calls (numbers from ``call_number``) it is live
+    across: live after the call and not defined by it.  Exact, unlike an interval,
+    which also covers blocks laid out between uses.
 
     Live sets are Python sets rather than bit masks: a big function (a long module's
     top level) has tens of thousands of values but few live at once, and a mask's cost
     grows with the highest value's number."""
     neighbours: dict[int, set[int]] = {}
-    for index in order:
-        block = function.blocks[index]
-        live = set(live_out[index])
-        term = block.term
-        if term is not None:
-            live.update(r for r in term.uses() if r >= FIRST_VIRTUAL)
-        for insn in reversed(block.insns):
-            defined = [r for r in insn.defs() if r >= FIRST_VIRTUAL]
+    across: dict[int, list[int]] = {}
+    for block in code:
+        live = set(live_out[block.index])
+        live.update(block.term_uses)
+        for insn, defined, used in reversed(block.insns):
             if defined:
                 others = live.union(defined)
                 if insn.op == "MOV":
                     others.discard(insn.a)
                 for register in defined:
-                    mine = neighbours.setdefault(register, set())
+                    mine = neighbours.get(register)
+                    if mine is None:
+                        mine = neighbours[register] = set()
                     for other in others:
                         if other != register:
                             mine.add(other)
-                            neighbours.setdefault(other, set()).add(register)
+                            theirs = neighbours.get(other)
+                            if theirs is None:
+                                neighbours[other] = {register}
+                            else:
+                                theirs.add(register)
                 live.difference_update(defined)
-            live.update(r for r in insn.uses() if r >= FIRST_VIRTUAL)
-    return neighbours
-
-
-def _live_across_calls(
-    function: Function,
-    order: list[int],
-    live_out: dict[int, set[int]],
-    calls: list[tuple[int, int, Insn]],
-) -> dict[int, list[int]]:
-    """For each virtual register, the calls (indexes into ``calls``) it is live across:
-    live after the call and not defined by it.  Exact, unlike the interval, which also
-    covers blocks laid out between uses."""
-    number = {id(insn): k for k, (_, _, insn) in enumerate(calls)}
-    across: dict[int, list[int]] = {}
-    for index in order:
-        block = function.blocks[index]
-        live = set(live_out[index])
-        term = block.term
-        if term is not None:
-            live.update(r for r in term.uses() if r >= FIRST_VIRTUAL)
-        for insn in reversed(block.insns):
-            defined = [r for r in insn.defs() if r >= FIRST_VIRTUAL]
-            if insn.op in ("CALL", "CALLI"):
-                k = number[id(insn)]
-                for register in live.difference(defined):
-                    across.setdefault(register, []).append(k)
-            live.difference_update(defined)
-            live.update(r for r in insn.uses() if r >= FIRST_VIRTUAL)
-    return across
+            k = call_number.get(id(insn)) if insn.op in ("CALL", "CALLI") else None
+            if k is not None:
+                for register in live:  # the call's own results are gone from it already
+                    crossed = across.get(register)
+                    if crossed is None:
+                        across[register] = [k]
+                    else:
+                        crossed.append(k)
+            live.update(used)
+    return neighbours, across
 
 
 def _choose(free: int, clobbered: int, used: int, hint: int, prefer_high: bool) -> int:
@@ -246,44 +304,3 @@ def _block_order(function: Function) -> list[int]:
 
 def block_order(function: Function) -> list[int]:
     return _block_order(function)
-
-
-def _liveness(
-    function: Function, order: list[int]
-) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
-    """Live-in and live-out sets of virtual registers per block."""
-    use: dict[int, set[int]] = {}
-    define: dict[int, set[int]] = {}
-    for index in order:
-        block = function.blocks[index]
-        u: set[int] = set()
-        d: set[int] = set()
-        for insn in block.insns:
-            for register in insn.uses():
-                if register >= FIRST_VIRTUAL and register not in d:
-                    u.add(register)
-            d.update(r for r in insn.defs() if r >= FIRST_VIRTUAL)
-        term = block.term
-        if term is not None:
-            for register in term.uses():
-                if register >= FIRST_VIRTUAL and register not in d:
-                    u.add(register)
-        use[index] = u
-        define[index] = d
-    live_in: dict[int, set[int]] = {index: set(use[index]) for index in order}
-    live_out: dict[int, set[int]] = {index: set() for index in order}
-    changed = True
-    reverse = order[::-1]
-    while changed:
-        changed = False
-        for index in reverse:
-            term = function.blocks[index].term
-            out: set[int] = set()
-            if term is not None:
-                for target in term.targets:
-                    out |= live_in[target]
-            if out != live_out[index]:
-                live_out[index] = out
-                live_in[index] = use[index] | (out - define[index])
-                changed = True
-    return live_in, live_out

@@ -95,12 +95,13 @@ def parse(text: str, filename: str) -> Source:
     """Parse and check ``text``; raises :class:`StarlarkCompileError` at the first problem."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
-        tokens = []  # the parser below says what is wrong, and where
-    renamed, aliases = _rename_python_keywords(_ascii_bytes_literals(text, tokens), tokens)
-    renamed = _parenthesize_lambda_conditions(renamed)
+    tokens = _tokens_or_none(text)  # if none, the parser below says what is wrong, and where
+    ascii_bytes = _ascii_bytes_literals(text, tokens)
+    renamed, aliases = _rename_python_keywords(ascii_bytes, tokens)
+    # a non-ASCII bytes literal made wider moves the tokens after it on its line
+    renamed = _parenthesize_lambda_conditions(
+        renamed, tokens if ascii_bytes is text else _tokens_or_none(renamed)
+    )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -228,14 +229,19 @@ def _to_character_columns(module: ast.Module, text: str) -> None:
             node.end_col_offset = convert(end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
-def _parenthesize_lambda_conditions(text: str) -> str:
-    """Starlark lets a comprehension's ``if`` take any expression (``[x for x in y if
-    lambda: z]``), Python only a narrower one: put such a ``lambda`` in parentheses."""
-    if "lambda" not in text:
-        return text
+def _tokens_or_none(text: str) -> list[tokenize.TokenInfo]:
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        return list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
+        return []
+
+
+def _parenthesize_lambda_conditions(text: str, tokens: list[tokenize.TokenInfo]) -> str:
+    """Starlark lets a comprehension's ``if`` take any expression (``[x for x in y if
+    lambda: z]``), Python only a narrower one: put such a ``lambda`` in parentheses.
+    ``tokens`` are ``text``'s, or those of a renaming of it that kept every token's
+    place and kind (empty when it does not tokenize: then nothing is changed)."""
+    if "lambda" not in text or not tokens:
         return text
     inserts: list[tuple[tuple[int, int], str]] = []
     depth = 0
