@@ -272,7 +272,11 @@ def _validate(program: ForgeProgram) -> None:
     if not 0 <= program.entry < code_length:
         raise InvalidProgram(f"entry {program.entry} is outside the code (length {code_length})")
     unused_fields = UNUSED_FIELDS
+    checked: set[int] = set()  # a compiler may use one instruction object many times
     for index, insn in enumerate(program.code):
+        if id(insn) in checked:
+            continue
+        checked.add(id(insn))
         # the common case in one expression; the full check says what is wrong
         if (
             (insn.opcode | insn.rd | insn.rs1 | insn.rs2) >> 8

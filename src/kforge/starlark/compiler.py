@@ -294,8 +294,9 @@ def compile_starlark(
         loader = directory_loader(Path(filename).parent if filename else Path.cwd())
     with _collector_paused():
         compiler = ProgramCompiler(loader, testing, fetch)
-        main = compiler.compile_file(filename, source)
-        return compiler.link(main, memory_quota)
+        program = compiler.link(compiler.compile_file(filename, source), memory_quota)
+        del compiler  # freed while the collector still sleeps, so it never walks the IR
+    return program
 
 
 _compiling = 0
