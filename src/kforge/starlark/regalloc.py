@@ -22,6 +22,7 @@ What makes it fit this machine:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from kforge.starlark.ir import FIRST_VIRTUAL, Block, Function, Insn
@@ -153,8 +154,22 @@ class _LinearBlock:
         use: set[int] = set()
         define: set[int] = set()
         for insn in block.insns:
-            defined = tuple(r for r in insn.defs() if r >= FIRST_VIRTUAL)
-            used = tuple(r for r in insn.uses() if r >= FIRST_VIRTUAL)
+            # Insn.uses() and Insn.defs(), keeping virtual registers only
+            op = insn.op
+            if op == "CALL" or op == "CALLI":
+                used = tuple(r for r in insn.args if r >= FIRST_VIRTUAL)
+                if op == "CALLI" and insn.a >= FIRST_VIRTUAL:
+                    used += (insn.a,)
+            else:
+                a, b = insn.a, insn.b
+                if a >= FIRST_VIRTUAL:
+                    used = (a, b) if b >= FIRST_VIRTUAL else (a,)
+                else:
+                    used = (b,) if b >= FIRST_VIRTUAL else ()
+            if op == "PARAMS":
+                defined = tuple(r for r in insn.args if r >= FIRST_VIRTUAL)
+            else:
+                defined = (insn.dst,) if insn.dst >= FIRST_VIRTUAL else ()
             self.insns.append((insn, defined, used))
             for register in used:
                 if register not in define:
@@ -210,7 +225,7 @@ def _liveness(code: list[_LinearBlock]) -> dict[int, set[int]]:
 
 def _interference(
     code: list[_LinearBlock], live_out: dict[int, set[int]], call_number: dict[int, int]
-) -> tuple[dict[int, set[int]], dict[int, list[int]]]:
+) -> tuple[defaultdict[int, set[int]], defaultdict[int, list[int]]]:
     """Which virtual registers may not share a machine register: a value defined by an
     instruction interferes with every value live after it, except the source of a move
     (so the two may share), and values defined together interfere with each other.
@@ -221,8 +236,8 @@ def _interference(
     Live sets are Python sets rather than bit masks: a big function (a long module's
     top level) has tens of thousands of values but few live at once, and a mask's cost
     grows with the highest value's number."""
-    neighbours: dict[int, set[int]] = {}
-    across: dict[int, list[int]] = {}
+    neighbours: defaultdict[int, set[int]] = defaultdict(set)
+    across: defaultdict[int, list[int]] = defaultdict(list)
     for block in code:
         live = set(live_out[block.index])
         live.update(block.term_uses)
@@ -232,26 +247,16 @@ def _interference(
                 if insn.op == "MOV":
                     others.discard(insn.a)
                 for register in defined:
-                    mine = neighbours.get(register)
-                    if mine is None:
-                        mine = neighbours[register] = set()
+                    others.discard(register)
+                    neighbours[register].update(others)
                     for other in others:
-                        if other != register:
-                            mine.add(other)
-                            theirs = neighbours.get(other)
-                            if theirs is None:
-                                neighbours[other] = {register}
-                            else:
-                                theirs.add(register)
+                        neighbours[other].add(register)
+                    others.add(register)
                 live.difference_update(defined)
-            k = call_number.get(id(insn)) if insn.op in ("CALL", "CALLI") else None
-            if k is not None:
+            if insn.op == "CALL" or insn.op == "CALLI":
+                k = call_number[id(insn)]
                 for register in live:  # the call's own results are gone from it already
-                    crossed = across.get(register)
-                    if crossed is None:
-                        across[register] = [k]
-                    else:
-                        crossed.append(k)
+                    across[register].append(k)
             live.update(used)
     return neighbours, across
 
