@@ -35,7 +35,7 @@ from kforge.isa import Instruction, Opcode
 from kforge.program import ForgeProgram
 from kforge.starlark import layout as L
 from kforge.starlark.data import DataLayout, Record, words
-from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc
+from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc, Term
 from kforge.starlark.regalloc import Allocation, allocate, block_order
 from kforge.starlark.regs import (
     ALL_CLOBBERED,
@@ -233,12 +233,13 @@ class _Code:
 def emit_program(unit: Unit) -> Emitted:
     """Allocate, lay out and encode ``unit``."""
     functions = _reachable(unit)
+    summaries = {name: _summary(function) for name, function in functions.items()}
     # A call of a function that never returns (the error path) adds no edge: nothing its
     # caller keeps matters after it, and it must not make every allocating function
     # look recursive.
     noreturn = {name for name, function in functions.items() if function.noreturn}
-    graph = {name: _callees(function) - noreturn for name, function in functions.items()}
-    address_taken = _address_taken(functions)
+    graph = {name: summary.callees - noreturn for name, summary in summaries.items()}
+    address_taken = set().union(*(summary.address_taken for summary in summaries.values()))
     components = _components(graph)
     checked: set[str] = set()
     component_of: dict[str, int] = {}
@@ -259,22 +260,19 @@ def emit_program(unit: Unit) -> Emitted:
         for name in sorted(component):
             function = functions[name]
             clobbers: dict[int, int] = {}
-            jumps_away = _jump_clobber(function, allocations, component_of, component_of[name])
-            for block in function.blocks:
-                for insn in block.insns:
-                    if insn.op == "CALL":
-                        callee = _callee(insn)
-                        if callee in noreturn:
-                            clobbers[id(insn)] = 0
-                        elif callee == SITE_INFO:
-                            clobbers[id(insn)] = SITE_INFO_CLOBBER
-                        elif (
-                            component_of.get(callee) == component_of[name]
-                            or callee not in allocations
-                        ):
-                            clobbers[id(insn)] = ALL_CLOBBERED
-                        else:
-                            clobbers[id(insn)] = allocations[callee].clobber
+            summary = summaries[name]
+            jumps_away = _jump_clobber(summary, allocations, component_of, component_of[name])
+            for insn in summary.calls:
+                if insn.op == "CALL":
+                    callee = _callee(insn)
+                    if callee in noreturn:
+                        clobbers[id(insn)] = 0
+                    elif callee == SITE_INFO:
+                        clobbers[id(insn)] = SITE_INFO_CLOBBER
+                    elif component_of.get(callee) == component_of[name] or callee not in allocations:
+                        clobbers[id(insn)] = ALL_CLOBBERED
+                    else:
+                        clobbers[id(insn)] = allocations[callee].clobber
             allocations[name] = _allocate(function, clobbers)
             # a jump to another function (a tail call) changes what that function changes
             allocations[name].clobber |= jumps_away
@@ -291,28 +289,23 @@ def emit_program(unit: Unit) -> Emitted:
                         outside |= (
                             allocations[callee].clobber if callee in allocations else ALL_CLOBBERED
                         )
-                for block in functions[name].blocks:
-                    for insn in block.insns:
-                        if insn.op == "CALLI":
-                            outside = ALL_CLOBBERED
+                if summaries[name].indirect:
+                    outside = ALL_CLOBBERED
             for name in component:
                 allocations[name].clobber = outside
         for name in sorted(component):
             depth[name] = _frame_depth(
-                functions[name], allocations[name], depth, checked, component_of
+                functions[name], summaries[name], allocations[name], depth, checked, component_of
             )
         raises = any(
             functions[name].noreturn
             or any(
-                insn.op == "CALLI" or (insn.op == "CALL" and may_raise.get(_callee(insn), True))
-                for block in functions[name].blocks
-                for insn in block.insns
+                insn.op == "CALLI" or may_raise.get(_callee(insn), True)
+                for insn in summaries[name].calls
             )
             or any(
-                block.term is not None
-                and block.term.op in ("TAILCALL", "JUMPI")
-                and (block.term.op == "JUMPI" or may_raise.get(block.term.ref.name, True))  # type: ignore[union-attr]
-                for block in functions[name].blocks
+                term.op == "JUMPI" or may_raise.get(term.ref.name, True)  # type: ignore[union-attr]
+                for term in summaries[name].jumps
             )
             for name in component
         )
@@ -420,37 +413,59 @@ def _callee(insn: Insn) -> str:
     return insn.ref.name
 
 
-def _callees(function: Function) -> set[str]:
-    names = {
-        _callee(insn) for block in function.blocks for insn in block.insns if insn.op == "CALL"
-    }
-    for block in function.blocks:
-        term = block.term
-        if term is not None and term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
-            names.add(term.ref.name)
-    return names
+class _Summary:
+    """What the code generator's analyses read of a function, found in one pass: its
+    calls, the functions it names, the data it names, its jumps to other functions."""
 
+    __slots__ = ("address_taken", "callees", "calls", "data_names", "indirect", "jumps", "names")
 
-def _references(function: Function) -> set[str]:
-    names = set()
-    for block in function.blocks:
-        for insn in block.insns:
-            if isinstance(insn.ref, CodeRef):
-                names.add(insn.ref.name)
-        term = block.term
-        if term is not None and isinstance(term.ref, CodeRef):
-            names.add(term.ref.name)
-    return names
-
-
-def _address_taken(functions: dict[str, Function]) -> set[str]:
-    taken = set()
-    for function in functions.values():
+    def __init__(self, function: Function) -> None:
+        self.calls: list[Insn] = []  # CALL and CALLI, in block order
+        self.callees: set[str] = set()  # called directly or by a tail call
+        self.names: set[str] = set()  # every function named, called or not
+        self.address_taken: set[str] = set()  # functions whose address it loads
+        self.data_names: set[str] = set()
+        self.jumps: list[Term] = []  # TAILCALL and JUMPI terminators
+        self.indirect = False  # it has a CALLI
         for block in function.blocks:
             for insn in block.insns:
-                if insn.op == "LI" and isinstance(insn.ref, CodeRef):
-                    taken.add(insn.ref.name)
-    return taken
+                op, ref = insn.op, insn.ref
+                if op == "CALL" or op == "CALLI":
+                    self.calls.append(insn)
+                    if op == "CALLI":
+                        self.indirect = True
+                if isinstance(ref, CodeRef):
+                    self.names.add(ref.name)
+                    if op == "CALL":
+                        self.callees.add(ref.name)
+                    elif op == "LI":
+                        self.address_taken.add(ref.name)
+                elif isinstance(ref, DataRef):
+                    self.data_names.add(ref.name)
+            term = block.term
+            if term is not None:
+                if isinstance(term.ref, CodeRef):
+                    self.names.add(term.ref.name)
+                    if term.op == "TAILCALL":
+                        self.callees.add(term.ref.name)
+                if term.op == "TAILCALL" or term.op == "JUMPI":
+                    self.jumps.append(term)
+
+
+#: Summaries of the runtime's functions, which every program shares (by identity).
+_runtime_summaries: dict[int, tuple[Function, _Summary]] = {}
+
+
+def _summary(function: Function) -> _Summary:
+    if function.source is not None:
+        return _Summary(function)
+    known = _runtime_summaries.get(id(function))
+    if known is None or known[0] is not function:
+        if len(_runtime_summaries) >= _RUNTIME_ALLOCATIONS_KEPT:
+            _runtime_summaries.clear()
+        known = (function, _Summary(function))
+        _runtime_summaries[id(function)] = known
+    return known[1]
 
 
 def _site_info_placeholder() -> Function:
@@ -476,7 +491,7 @@ def _reachable(unit: Unit) -> dict[str, Function]:
         if function is None:
             raise KeyError(f"call of undefined function {name!r}")
         seen[name] = function
-        stack.extend(_references(function))
+        stack.extend(_summary(function).names)
     return dict(sorted(seen.items()))
 
 
@@ -528,17 +543,14 @@ def _components(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _jump_clobber(
-    function: Function, allocations: dict[str, Allocation], component_of: dict[str, int], mine: int
+    summary: _Summary, allocations: dict[str, Allocation], component_of: dict[str, int], mine: int
 ) -> int:
-    """What the functions ``function`` jumps to (``TAILCALL``, ``JUMPI``) may change."""
+    """What the functions a function jumps to (``TAILCALL``, ``JUMPI``) may change."""
     mask = 0
-    for block in function.blocks:
-        term = block.term
-        if term is None:
-            continue
+    for term in summary.jumps:
         if term.op == "JUMPI":
             return ALL_CLOBBERED
-        if term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+        if isinstance(term.ref, CodeRef):
             callee = term.ref.name
             if component_of.get(callee) == mine or callee not in allocations:
                 return ALL_CLOBBERED
@@ -548,6 +560,7 @@ def _jump_clobber(
 
 def _frame_depth(
     function: Function,
+    summary: _Summary,
     allocation: Allocation,
     depth: dict[str, int],
     checked: set[str],
@@ -556,19 +569,16 @@ def _frame_depth(
     """Bytes of stack this function and the unchecked functions below it may use."""
     deepest = 0
     mine = component_of[function.name]
-    for block in function.blocks:
-        for insn in block.insns:
-            if insn.op not in ("CALL", "CALLI"):
-                continue
-            pushed = 8 * len(allocation.saves.get(id(insn), ()))
-            below = 0
-            if insn.op == "CALL":
-                callee = _callee(insn)
-                if callee not in checked and component_of.get(callee) != mine:
-                    below = depth.get(callee, 0)
-            deepest = max(deepest, pushed + below)
-        term = block.term
-        if term is not None and term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+    for insn in summary.calls:
+        pushed = 8 * len(allocation.saves.get(id(insn), ()))
+        below = 0
+        if insn.op == "CALL":
+            callee = _callee(insn)
+            if callee not in checked and component_of.get(callee) != mine:
+                below = depth.get(callee, 0)
+        deepest = max(deepest, pushed + below)
+    for term in summary.jumps:
+        if term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
             callee = term.ref.name
             if callee not in checked and component_of.get(callee) != mine:
                 deepest = max(deepest, depth.get(callee, 0))
@@ -588,11 +598,10 @@ def _emit_start(
     code.function = 0
     code.loc = None
     referenced = {
-        insn.ref.name
+        name
         for function in unit.functions.values()
-        for block in function.blocks
-        for insn in block.insns
-        if isinstance(insn.ref, DataRef) and insn.ref.name in ENVIRONMENT_WORDS
+        for name in ENVIRONMENT_WORDS
+        if name in _summary(function).data_names
     }
     for register, name in zip((254, 255), ENVIRONMENT_WORDS, strict=True):
         if name in referenced:  # only programs that read the environment
@@ -795,8 +804,6 @@ def _emit_terminator(
     frame: int,
     following: int,
 ) -> None:
-    from kforge.starlark.ir import Term
-
     assert isinstance(term, Term)
     name = function.name
     reg = allocation.of

@@ -72,9 +72,9 @@ def allocate(
     first_seen: list[tuple[int, int]] = []  # (position, register), in order
     position = 0
     for block in code:
-        for insn, defined, used in block.insns:
+        for insn, written, read in block.insns:
             position += 1
-            for register in (*defined, *used):
+            for register in (*written, *read):
                 if register not in seen:
                     seen.add(register)
                     first_seen.append((position, register))
