@@ -174,7 +174,10 @@ class _Code:
     def __init__(self) -> None:
         self.all_sites: list[tuple[int, int]] = []
         self.builtin_frame = False
-        self.words: list[list[int]] = []  # [opcode, rd, rs1, rs2, imm]
+        self.code: list[Instruction] = []
+        #: Equal instructions are one object: they are immutable, and a program repeats
+        #: most of its instructions (a third of them are distinct).
+        self.made: dict[tuple[int, int, int, int, int], Instruction] = {}
         #: The source map as runs: (first instruction, function number, line, column).
         self.runs: list[tuple[int, int, int, int]] = []
         self.labels: dict[tuple[str, int] | str, int] = {}
@@ -188,35 +191,39 @@ class _Code:
     def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
         if self.loc is not self._run_loc or self.function != self._run_function:
             self._start_run()
-        self.words.append([opcode, rd, rs1, rs2, imm & 0xFFFF_FFFF_FFFF_FFFF])
-        return len(self.words) - 1
+        key = (opcode, rd, rs1, rs2, imm & 0xFFFF_FFFF_FFFF_FFFF)
+        instruction = self.made.get(key)
+        if instruction is None:
+            instruction = self.made[key] = Instruction(*key)
+        self.code.append(instruction)
+        return len(self.code) - 1
+
+    def patch(self, index: int, imm: int) -> None:
+        """Set the ``imm`` of instruction ``index`` (a jump's or call's target)."""
+        old = self.code[index]
+        key = (old.opcode, old.rd, old.rs1, old.rs2, imm)
+        instruction = self.made.get(key)
+        if instruction is None:
+            instruction = self.made[key] = Instruction(*key)
+        self.code[index] = instruction
 
     def _start_run(self) -> None:
         """The position changed object: a new run of the source map if its value did."""
         loc = self.loc
         key = (self.function, loc.line if loc else 0, loc.col if loc else 0)
         if key != self._run_key:
-            self.runs.append((len(self.words), *key))
+            self.runs.append((len(self.code), *key))
             self._run_key = key
         self._run_function, self._run_loc = self.function, loc
 
     def instructions(self) -> tuple[Instruction, ...]:
-        """The code, fix-ups applied, as instructions; equal instructions are one object
-        (they are immutable, and a program repeats most of its instructions)."""
+        """The code, fix-ups applied."""
         for index, label in self.fixups:
             target = self.labels.get(label)
             if target is None:
                 raise KeyError(f"undefined label {label!r}")
-            self.words[index][4] = target
-        made: dict[tuple[int, ...], Instruction] = {}
-        code = []
-        for word in self.words:
-            key = tuple(word)
-            instruction = made.get(key)
-            if instruction is None:
-                instruction = made[key] = Instruction(*key)
-            code.append(instruction)
-        return tuple(code)
+            self.patch(index, target)
+        return tuple(self.code)
 
     def emit_to(
         self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
@@ -227,7 +234,7 @@ class _Code:
 
     @property
     def here(self) -> int:
-        return len(self.words)
+        return len(self.code)
 
 
 def emit_program(unit: Unit) -> Emitted:
@@ -626,6 +633,9 @@ def _emit_start(
 def _parallel_move(code: _Code, moves: list[tuple[int, int]]) -> None:
     """Emit register moves ``src -> dst`` as if all happened at once."""
     pending = [(src, dst) for src, dst in moves if src != dst]
+    if len(pending) == 1:  # the common case: one argument not yet in its register
+        code.emit(Opcode.ADD, pending[0][1], pending[0][0], ZERO)
+        return
     while pending:
         sources = {src for src, _ in pending}
         for position, (src, dst) in enumerate(pending):
@@ -893,7 +903,7 @@ def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
     while pending:
         low, high, fixup = pending.pop()
         if fixup is not None:
-            code.words[fixup][4] = code.here
+            code.patch(fixup, code.here)
         if high - low == 1:
             code.emit(Opcode.LI, RESULT, imm=entries[low][1])
             code.emit(Opcode.RET)

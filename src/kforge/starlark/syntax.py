@@ -124,11 +124,12 @@ def parse(text: str, filename: str) -> Source:
         raise StarlarkCompileError(filename, 1, 1, f"cannot parse: {error}") from None
     if not tokens:
         tokens = _tokens(text, filename)
+    nodes = _nodes(module)
     if aliases:
-        _restore_names(module, aliases)
+        _restore_names(nodes, aliases)
     _check_numbers(tokens, filename)
-    _to_character_columns(module, text)
-    strings = _decode_strings(module, tokens, filename)
+    _to_character_columns(nodes, text)
+    strings = _decode_strings(nodes, tokens, filename)
     _Checker(filename, tokens).visit(module)
     return Source(filename, text, module, Positions(tokens), strings)
 
@@ -189,9 +190,23 @@ def _rename_python_keywords(
     return "".join(lines), {alias: word for word, alias in aliases.items()}
 
 
-def _restore_names(module: ast.Module, aliases: dict[str, str]) -> None:
+def _nodes(module: ast.Module) -> list[ast.AST]:
+    """Every node of the tree in ``ast.walk``'s order (breadth first), at a third of its
+    cost: the front end reads them three times."""
+    nodes: list[ast.AST] = [module]
+    for node in nodes:  # the list grows as it is read
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                nodes.append(value)
+            elif isinstance(value, list):
+                nodes.extend(item for item in value if isinstance(item, ast.AST))
+    return nodes
+
+
+def _restore_names(nodes: list[ast.AST], aliases: dict[str, str]) -> None:
     """Give the renamed identifiers their own names back, wherever a name appears."""
-    for node in ast.walk(module):
+    for node in nodes:
         if isinstance(node, ast.Name) and node.id in aliases:
             node.id = aliases[node.id]
         elif isinstance(node, ast.Attribute) and node.attr in aliases:
@@ -203,7 +218,7 @@ def _restore_names(module: ast.Module, aliases: dict[str, str]) -> None:
             node.name = aliases[node.name]
 
 
-def _to_character_columns(module: ast.Module, text: str) -> None:
+def _to_character_columns(nodes: list[ast.AST], text: str) -> None:
     """Python's tree counts columns in UTF-8 bytes; Starlark (and tokenize) counts
     characters: convert every node's columns on lines that are not ASCII."""
     lines = text.splitlines()
@@ -216,7 +231,7 @@ def _to_character_columns(module: ast.Module, text: str) -> None:
             return col
         return len(lines[line - 1].encode()[:col].decode("utf-8", "replace"))
 
-    for node in ast.walk(module):
+    for node in nodes:
         line = getattr(node, "lineno", None)
         if line is not None and line in wide:
             node.col_offset = convert(line, node.col_offset)  # type: ignore[attr-defined]
@@ -402,7 +417,7 @@ def _check_numbers(tokens: list[tokenize.TokenInfo], filename: str) -> None:
 
 
 def _decode_strings(
-    module: ast.Module, tokens: list[tokenize.TokenInfo], filename: str
+    nodes: list[ast.AST], tokens: list[tokenize.TokenInfo], filename: str
 ) -> dict[int, tuple[bytes, bool]]:
     """Decode every string literal from its source text by Starlark's rules."""
     by_start: dict[tuple[int, int], int] = {}
@@ -411,7 +426,7 @@ def _decode_strings(
             by_start[token.start] = index
     decoded: dict[int, tuple[bytes, bool]] = {}
     found: int | None
-    for node in ast.walk(module):
+    for node in nodes:
         if isinstance(node, ast.JoinedStr):
             raise StarlarkCompileError(
                 filename, node.lineno, node.col_offset + 1, "f-strings are not part of Starlark"
