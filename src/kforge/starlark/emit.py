@@ -343,7 +343,11 @@ def emit_program(unit: Unit) -> Emitted:
     data.place(BUILTINS_TABLE, words(builtin_names or [0]))
     sites: list[tuple[int, int]] = []  # (return address, site word)
     start = _emit_start(
-        code, Unit(functions, unit.declarations, unit.entry, unit.memory_size), depth, sites
+        code,
+        Unit(functions, unit.declarations, unit.entry, unit.memory_size),
+        summaries,
+        depth,
+        sites,
     )
     order = [unit.entry, *sorted(name for name in functions if name != unit.entry)]
     for name in order:
@@ -596,7 +600,11 @@ def _frame_depth(
 
 
 def _emit_start(
-    code: _Code, unit: Unit, depth: dict[str, int], sites: list[tuple[int, int]]
+    code: _Code,
+    unit: Unit,
+    summaries: dict[str, _Summary],
+    depth: dict[str, int],
+    sites: list[tuple[int, int]],
 ) -> int:
     """The program's first instructions: save the environment block's place, set the
     reserved registers, reserve the stack below the top of memory, check that memory
@@ -606,9 +614,9 @@ def _emit_start(
     code.loc = None
     referenced = {
         name
-        for function in unit.functions.values()
+        for summary in summaries.values()
         for name in ENVIRONMENT_WORDS
-        if name in _summary(function).data_names
+        if name in summary.data_names
     }
     for register, name in zip((254, 255), ENVIRONMENT_WORDS, strict=True):
         if name in referenced:  # only programs that read the environment
