@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kforge.cli.options import STDIO, load_program, write_output
+from kforge.cli.options import PROGRAM_HELP, STDIO, load_program, write_output
 
 if TYPE_CHECKING:
     from kforge.core import Hash256
@@ -59,7 +59,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"link": command_link
 def add_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``link`` command to ``subparsers``; its handler is ``args.handler``."""
     parser = subparsers.add_parser("link", help="link a program with libraries into one FRGP file")
-    parser.add_argument("main", metavar="MAIN", help="the program (.fasm or FRGP)")
+    parser.add_argument("main", metavar="MAIN", help=f"the program: {PROGRAM_HELP}")
     parser.add_argument(
         "libraries", metavar="LIB", nargs="+", help="libraries whose exports it imports"
     )

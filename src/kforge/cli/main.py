@@ -31,6 +31,7 @@ from kforge.cli import sandbox as sandbox_cli
 from kforge.cli import server as server_cli
 from kforge.cli import starlark as starlark_cli
 from kforge.cli.options import (
+    PROGRAM_HELP,
     CliError,
     Parser,
     add_machine_options,
@@ -180,7 +181,7 @@ def _build_parser() -> Parser:
     asm.set_defaults(handler=_command_asm)
 
     dis = commands.add_parser("disasm", help="disassemble FRGP bytes (or assembly) to text")
-    dis.add_argument("file", help="FRGP bytes or assembly text (- for stdin)")
+    dis.add_argument("file", help=f"{PROGRAM_HELP} (- for stdin)")
     dis.set_defaults(handler=_command_disasm)
 
     run = commands.add_parser(
@@ -190,9 +191,7 @@ def _build_parser() -> Parser:
         "(channel 1) to stderr, unchanged; exit status 0 when it halted, 1 when it faulted "
         "or blocked (then one line on stderr says what happened), 2 when it could not run.",
     )
-    run.add_argument(
-        "file", help="assembly text, Starlark source (.star) or FRGP bytes (- for stdin)"
-    )
+    run.add_argument("file", help=f"{PROGRAM_HELP} (- for stdin)")
     report = run.add_mutually_exclusive_group()
     report.add_argument("--json", action="store_true", help="print the result as one JSON object")
     report.add_argument(

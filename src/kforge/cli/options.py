@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, NoReturn, TextIO
 
 from kforge.isa import GRANTABLE_CHANNELS, WORD_MASK
 from kforge.sources import DEFAULT_STARLARK_MEMORY
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from kforge.program import ForgeProgram
 
 __all__ = [
+    "PROGRAM_HELP",
     "STDIO",
     "TIERS",
     "CliError",
@@ -192,6 +193,10 @@ def read_input(args: argparse.Namespace) -> bytes:
         return read_bytes(args.input_file)
     data: bytes = args.input.encode("utf-8", "surrogateescape")
     return data
+
+
+#: What a command that takes a program file accepts (its ``--help`` words).
+PROGRAM_HELP: Final = "assembly text, Starlark source (.star) or FRGP bytes"
 
 
 def load_program(path: str, memory_quota: int = DEFAULT_STARLARK_MEMORY) -> ForgeProgram:

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from kforge.cli.options import (
+    PROGRAM_HELP,
     STDIO,
     TIERS,
     CliError,
@@ -42,7 +43,7 @@ def add_commands(subparsers: Any) -> None:
     Each parser's ``handler`` default is its command function.
     """
     prove = subparsers.add_parser("prove", help="run a program and write a signed proof")
-    prove.add_argument("file", help="assembly text or FRGP bytes")
+    prove.add_argument("file", help=PROGRAM_HELP)
     prove.add_argument(
         "-o", "--output", required=True, help="where to write the proof bundle (- for stdout)"
     )

@@ -17,7 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kforge.cli.options import CliError, add_data_dir_option, channel_grant, show_help
+from kforge.cli.options import (
+    PROGRAM_HELP,
+    CliError,
+    add_data_dir_option,
+    channel_grant,
+    show_help,
+)
 
 if TYPE_CHECKING:
     from kforge.registry import Registry, RegistryPolicy, Status, VerifyOutcome
@@ -58,7 +64,7 @@ def add_commands(subparsers: Any) -> None:
     keygen.add_argument("path", help="the new key file (PKCS#8 PEM, mode 0600)")
 
     propose = command("propose", "record a program with its test vectors", command_propose)
-    propose.add_argument("source", help="assembly text or FRGP bytes")
+    propose.add_argument("source", help=PROGRAM_HELP)
     propose.add_argument("--name", help="the program's name (default: the source file's stem)")
     propose.add_argument("--version", required=True, help="the version being proposed")
     propose.add_argument(

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from kforge.cli.options import (
+    PROGRAM_HELP,
     CliError,
     add_data_dir_option,
     add_machine_options,
@@ -77,13 +78,13 @@ def add_commands(subparsers: Any) -> None:
         return parser
 
     create = action("create", "create a sandbox from a program; prints its id", _create)
-    create.add_argument("file", help="assembly text or FRGP bytes")
+    create.add_argument("file", help=PROGRAM_HELP)
     add_machine_options(create)
     _add_preset(create)
     create.add_argument("--persistent", action="store_true", help="survives across cycles")
 
     run = action("run", "create a sandbox and run it until it stops or blocks", _create_and_run)
-    run.add_argument("file", help="assembly text or FRGP bytes")
+    run.add_argument("file", help=PROGRAM_HELP)
     add_machine_options(run)
     _add_preset(run)
 
