@@ -23,6 +23,7 @@ import httpx
 import uvicorn
 
 from kforge.engine import Engine, EngineLimits
+from kforge.engine.offload import WorkLimits
 from kforge.server import AgentKey, ServerConfig, create_app
 from kforge.server.state import ServerState
 from kforge.storage import Vault
@@ -81,9 +82,12 @@ class LiveServer:
 
 @contextmanager
 def running_server(
-    config: ServerConfig | None = None, limits: EngineLimits | None = None, tier: str = "reference"
+    config: ServerConfig | None = None,
+    limits: EngineLimits | None = None,
+    tier: str = "reference",
+    work: WorkLimits | None = None,
 ) -> Iterator[LiveServer]:
-    engine = Engine(Vault(":memory:"), tier=tier, limits=limits)
+    engine = Engine(Vault(":memory:"), tier=tier, limits=limits, work=work)
     app = create_app(engine, config)
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -326,6 +326,22 @@ class Client:
         body = ProgramBody(program=program.encoded, name=name)
         return (await self._send("POST", "/v1/programs", body, ProgramStored)).program_id
 
+    async def put_starlark(
+        self,
+        source: str,
+        *,
+        filename: str = "main.star",
+        memory_quota: int | None = None,
+        name: str | None = None,
+    ) -> Hash256:
+        """Have the server compile Starlark ``source`` (named ``filename``, for a machine of
+        ``memory_quota`` bytes: the server's default when ``None``) and store the program;
+        returns its id.  A compile error is a 400 whose message is
+        ``FILE:LINE:COL: message``; ``load("sha256:…")`` finds libraries in the server's
+        vault."""
+        body = ProgramBody(starlark=source, filename=filename, memory_quota=memory_quota, name=name)
+        return (await self._send("POST", "/v1/programs", body, ProgramStored)).program_id
+
     async def create_sandbox(self, request: CreateSandbox) -> Hash256:
         return (await self._send("POST", "/v1/sandboxes", request, SandboxCreated)).sandbox_id
 

@@ -8,13 +8,20 @@ larger quota); anything else is assembly text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from kforge.core import InvalidProgram
 from kforge.program import ForgeProgram, decode_program, is_program_bytes
 
-__all__ = ["DEFAULT_STARLARK_MEMORY", "is_starlark_name", "program_from_source"]
+__all__ = [
+    "DEFAULT_STARLARK_MEMORY",
+    "compile_starlark_upload",
+    "gather_libraries",
+    "is_starlark_name",
+    "program_from_source",
+]
 
 #: The memory quota Starlark source is compiled for when none is given.
 DEFAULT_STARLARK_MEMORY: Final = 65_536
@@ -53,3 +60,49 @@ def program_from_source(
     from kforge.asm import assemble
 
     return assemble(text, filename)
+
+
+#: A content id as Starlark's ``load()`` names a library stored in a vault.
+_CONTENT_ID: Final = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def gather_libraries(text: str, fetch: Callable[[bytes], bytes | None]) -> dict[bytes, bytes]:
+    """The vault objects Starlark ``text`` may load by content id, and those they may
+    load in turn, by raw id: every ``sha256:HEX`` the texts spell that ``fetch`` finds
+    (``None``: not there; the compile then says so).  At most the compiler's module
+    limit of them: more could not be loaded anyway."""
+    from kforge.limits import MAX_STARLARK_MODULES
+
+    found: dict[bytes, bytes] = {}
+    pending = [text]
+    while pending and len(found) < MAX_STARLARK_MODULES:
+        for digest in _CONTENT_ID.findall(pending.pop()):
+            object_id = bytes.fromhex(digest)
+            if object_id in found or len(found) >= MAX_STARLARK_MODULES:
+                continue
+            data = fetch(object_id)
+            if data is not None:
+                found[object_id] = data
+                pending.append(data.decode("utf-8", "replace"))
+    return found
+
+
+def compile_starlark_upload(
+    text: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes]
+) -> ForgeProgram:
+    """Starlark source sent to a server, compiled for ``memory_quota`` bytes: it reads
+    none of the server's files (a ``load()`` of a file name is a compile error); a
+    ``load("sha256:…")`` takes its library from ``libraries`` (see
+    :func:`gather_libraries`)."""
+    from kforge.starlark import CONTENT_PREFIX, compile_starlark
+
+    def no_files(name: str) -> str:
+        raise ValueError(f"an upload loads libraries by content id ({CONTENT_PREFIX}…), not files")
+
+    def fetch(object_id: bytes) -> bytes:
+        data = libraries.get(object_id)
+        if data is None:
+            raise LookupError("no such object in the vault")
+        return data
+
+    return compile_starlark(text, filename, loader=no_files, memory_quota=memory_quota, fetch=fetch)

@@ -14,9 +14,16 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kforge.accounting import PROOF_TICKS_PER_TICK
-from kforge.core import AgentId, Hash256, InvalidState
+from kforge.core import AgentId, Hash256, InvalidState, VaultFetchFailed
 from kforge.engine.context import EngineContext
-from kforge.engine.jobs import BuiltProgram, ProgramText, build_program, program_text, prove_run
+from kforge.engine.jobs import (
+    STARLARK,
+    BuiltProgram,
+    ProgramText,
+    build_program,
+    program_text,
+    prove_run,
+)
 from kforge.engine.models import SandboxState
 from kforge.engine.offload import Offload
 from kforge.engine.policy import Action
@@ -32,6 +39,7 @@ from kforge.proofs import DEFAULT_SAMPLE_INTERVAL, ExecutionProof, Signer
 from kforge.proofs.keys import NodeKey
 from kforge.proofs.proof import sign_proof
 from kforge.proofs.replay import RunRecord
+from kforge.sources import DEFAULT_STARLARK_MEMORY, gather_libraries
 from kforge.tiers import TierRunner
 
 __all__ = [
@@ -156,16 +164,58 @@ class Artifacts:
         return resolved
 
     async def build_program(
-        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+        self,
+        kind: str,
+        source: bytes | str,
+        filename: str,
+        requester: AgentId,
+        memory_quota: int = DEFAULT_STARLARK_MEMORY,
     ) -> tuple[Hash256, BuiltProgram]:
-        """Build a program from an upload (``jobs.ASSEMBLY`` text or ``jobs.FRGP`` bytes)
-        away from the event loop and store it; its id and what the reply tells of it."""
+        """Build a program from an upload (``jobs.ASSEMBLY`` text, ``jobs.FRGP`` bytes or
+        ``jobs.STARLARK`` source, compiled for ``memory_quota`` bytes) away from the event
+        loop and store it; its id and what the reply tells of it.  Starlark always
+        compiles in a worker process, under the time limit (its cost does not follow
+        its size); the libraries it loads by content id come from the vault."""
         ctx = self.ctx
         ctx.policy.authorize(Action.PUT_PROGRAM, requester)
-        built = await ctx.offload.run(
-            requester, f"building {filename}", len(source), build_program, kind, source, filename
-        )
+        if kind == STARLARK:
+            libraries = self.starlark_libraries(source)
+            built = await ctx.offload.run(
+                requester,
+                f"compiling {filename}",
+                len(source),
+                build_program,
+                kind,
+                source,
+                filename,
+                memory_quota,
+                libraries,
+                inline=False,
+            )
+        else:
+            built = await ctx.offload.run(
+                requester,
+                f"building {filename}",
+                len(source),
+                build_program,
+                kind,
+                source,
+                filename,
+            )
         return ctx.vault.put(built.encoded), built
+
+    def starlark_libraries(self, source: bytes | str) -> dict[bytes, bytes]:
+        """The vault objects Starlark ``source`` may load by content id (by raw id)."""
+        vault = self.ctx.vault
+
+        def fetch(object_id: bytes) -> bytes | None:
+            try:
+                return vault.get(Hash256(object_id))
+            except VaultFetchFailed:  # absent or damaged: the compile says it cannot load it
+                return None
+
+        text = source if isinstance(source, str) else source.decode("utf-8", "replace")
+        return gather_libraries(text, fetch)
 
     async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
         """A stored program's disassembly, made away from the event loop."""

@@ -93,6 +93,7 @@ from kforge.messages import Envelope, Mailbox
 from kforge.program import ForgeProgram
 from kforge.proofs import ExecutionProof, Signer
 from kforge.proofs.replay import RunRecord
+from kforge.sources import DEFAULT_STARLARK_MEMORY
 from kforge.storage import ProgramCache, Vault, default_data_dir
 from kforge.tiers import TIERS, TierRunner
 
@@ -698,10 +699,15 @@ class Engine:
         return await self.artifacts.link_resolve(program_id, imports, requester)
 
     async def build_program(
-        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+        self,
+        kind: str,
+        source: bytes | str,
+        filename: str,
+        requester: AgentId,
+        memory_quota: int = DEFAULT_STARLARK_MEMORY,
     ) -> tuple[Hash256, BuiltProgram]:
         """Build a program from an upload and store it (see :meth:`Artifacts.build_program`)."""
-        return await self.artifacts.build_program(kind, source, filename, requester)
+        return await self.artifacts.build_program(kind, source, filename, requester, memory_quota)
 
     async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
         """A stored program's disassembly (see :meth:`Artifacts.program_text`)."""

@@ -14,11 +14,13 @@ from typing import Final
 
 from kforge.core import Hash256, InvalidProgram
 from kforge.program import ForgeProgram, decode_program
+from kforge.sources import DEFAULT_STARLARK_MEMORY, compile_starlark_upload
 from kforge.wire import Schema
 
 __all__ = [
     "ASSEMBLY",
     "FRGP",
+    "STARLARK",
     "BuiltProgram",
     "ProgramText",
     "build_debug_program",
@@ -33,6 +35,7 @@ __all__ = [
 #: The kinds of upload :func:`build_program` takes.
 ASSEMBLY: Final = "assembly"
 FRGP: Final = "frgp"
+STARLARK: Final = "starlark"
 
 
 class BuiltProgram(Schema, frozen=True):
@@ -50,8 +53,16 @@ def _built(program: ForgeProgram) -> BuiltProgram:
     )
 
 
-def build_program(kind: str, source: bytes | str, filename: str) -> BuiltProgram:
-    """Assemble ``source`` (``ASSEMBLY``) or decode and check it (``FRGP``)."""
+def build_program(
+    kind: str,
+    source: bytes | str,
+    filename: str,
+    memory_quota: int = DEFAULT_STARLARK_MEMORY,
+    libraries: Mapping[bytes, bytes] | None = None,
+) -> BuiltProgram:
+    """Assemble ``source`` (``ASSEMBLY``), decode and check it (``FRGP``), or compile it
+    (``STARLARK``, for a machine of ``memory_quota`` bytes, loading only ``libraries``:
+    see :func:`kforge.sources.compile_starlark_upload`)."""
     if kind == ASSEMBLY:
         from kforge.asm import assemble
 
@@ -60,15 +71,19 @@ def build_program(kind: str, source: bytes | str, filename: str) -> BuiltProgram
         return _built(assemble(source, filename))
     if kind == FRGP:
         return _built(decode_program(source if isinstance(source, bytes) else source.encode()))
+    if kind == STARLARK:
+        if not isinstance(source, str):
+            raise InvalidProgram(f"{filename}: Starlark source is text")
+        return _built(compile_starlark_upload(source, filename, memory_quota, libraries or {}))
     raise InvalidProgram(f"{filename}: no such kind of program: {kind!r}")
 
 
-def build_starlark_program(source: bytes, filename: str, memory_quota: int) -> bytes:
-    """Compile Starlark ``source`` (named ``filename``) for a machine of ``memory_quota``
-    bytes: the program's FRGP bytes."""
-    from kforge.sources import program_from_source
-
-    return program_from_source(source, filename, memory_quota).encoded
+def build_starlark_program(
+    source: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes]
+) -> bytes:
+    """Compile Starlark ``source`` (named ``filename``) as an upload for a machine of
+    ``memory_quota`` bytes: the program's FRGP bytes."""
+    return compile_starlark_upload(source, filename, memory_quota, libraries).encoded
 
 
 def build_debug_program(text: str, filename: str) -> tuple[bytes, dict[int, tuple[str, ...]]]:

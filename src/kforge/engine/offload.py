@@ -52,6 +52,7 @@ _PRELOAD: Final = [
     "kforge.program",
     "kforge.proofs",
     "kforge.engine.jobs",
+    "kforge.starlark",
     "kforge.fast",  # where it loads: a compile's worker need not import wasmtime each time
 ]
 
@@ -159,11 +160,14 @@ class Offload:
         size: int,
         job: Callable[..., T],
         *args: Any,
+        inline: bool = True,
     ) -> T:
         """``job(*args)``, inline when ``size`` (its input, in bytes) is small, else in a
-        worker process under the time limit.  ``what`` names it in errors."""
+        worker process under the time limit.  ``what`` names it in errors.  A job whose
+        cost does not follow its size (compiling Starlark) says ``inline=False``: it
+        always runs in a process, under the time limit."""
         self._refuse_when_closed(what)
-        if size <= self.limits.inline_bytes:
+        if inline and size <= self.limits.inline_bytes:
             return job(*args)
         held = self._by_agent.get(agent, 0)
         if held >= self.limits.per_agent:

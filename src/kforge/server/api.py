@@ -16,9 +16,15 @@ from typing import Any, Final
 import msgspec
 from starlette.responses import Response
 
-from kforge.core import Hash256, InvalidRequest, NotSupported, PermissionDenied
+from kforge.core import (
+    Hash256,
+    InvalidRequest,
+    MemoryQuotaExceeded,
+    NotSupported,
+    PermissionDenied,
+)
 from kforge.engine import Service, ServiceInfo
-from kforge.engine.jobs import ASSEMBLY, FRGP
+from kforge.engine.jobs import ASSEMBLY, FRGP, STARLARK
 from kforge.engine.policy import Action
 from kforge.messages import (
     SCHEMAS,
@@ -49,6 +55,7 @@ from kforge.server.schemas import (
     Stats,
     WhoAmI,
 )
+from kforge.sources import DEFAULT_STARLARK_MEMORY
 from kforge.wire import HEX_ID, U16, Schema, from_json, json_value
 
 __all__ = ["OPERATIONS", "envelope_values"]
@@ -78,17 +85,33 @@ async def health(ctx: Context) -> tuple[int, Any]:
 
 
 async def put_program(ctx: Context) -> tuple[int, Any]:
-    """Store a program (assembly text or FRGP bytes) in the vault."""
+    """Store a program (assembly text, Starlark source or FRGP bytes) in the vault."""
     body: ProgramBody = ctx.body
-    if (body.assembly is None) == (body.program is None):
-        raise InvalidRequest("assembly", "give exactly one of 'assembly' and 'program'")
+    given = [body.assembly, body.starlark, body.program]
+    if sum(value is not None for value in given) != 1:
+        raise InvalidRequest("assembly", "give exactly one of 'assembly', 'starlark' and 'program'")
+    engine = ctx.state.engine
+    if body.starlark is None:
+        for field in ("filename", "memory_quota"):
+            if getattr(body, field) is not None:
+                raise InvalidRequest(
+                    field, "only Starlark source is compiled for a file name and memory"
+                )
     source: bytes | str
+    filename, memory_quota = "<upload>", DEFAULT_STARLARK_MEMORY
     if body.assembly is not None:
         kind, source = ASSEMBLY, body.assembly
+    elif body.starlark is not None:
+        kind, source = STARLARK, body.starlark
+        filename = body.filename or "main.star"
+        memory_quota = DEFAULT_STARLARK_MEMORY if body.memory_quota is None else body.memory_quota
+        limit = engine.limits.max_memory_quota
+        if memory_quota > limit:
+            raise MemoryQuotaExceeded(memory_quota, limit)
     else:
         assert body.program is not None
         kind, source = FRGP, body.program
-    program_id, built = await ctx.state.engine.build_program(kind, source, "<upload>", ctx.agent)
+    program_id, built = await engine.build_program(kind, source, filename, ctx.agent, memory_quota)
     if body.name:
         ctx.state.notes.name_program(ctx.agent, program_id, body.name)
     return 201, ProgramStored(program_id, built.code_length, built.data_length, built.imports)
@@ -303,11 +326,11 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         "POST",
         "/v1/programs",
         put_program,
-        "Store a program (assembly or FRGP) in the vault",
+        "Store a program (assembly, Starlark or FRGP) in the vault",
         Action.PUT_PROGRAM,
         body=ProgramBody,
         status=201,
-        errors=(400,),
+        errors=(400, 422, 429),
         tag="programs",
         response=ProgramStored,
     ),

@@ -40,8 +40,10 @@ async def _program(
     ctx: Context, body: DebugCreateBody
 ) -> tuple[ForgeProgram, dict[int, tuple[str, ...]]]:
     """The program to debug and the names of its instructions (every label of assembly
-    text; a container's code symbols).  Assembling, compiling Starlark and decoding
-    happen away from the event loop (``engine.offload``); a program over
+    text; a container's code symbols).  Assembling, compiling Starlark (always in a
+    worker process: its cost does not follow its size; loading libraries from the
+    vault by content id, never files) and decoding happen away from the event loop
+    (``engine.offload``); a program over
     ``DebugLimits.max_code_length`` instructions is refused (every view shows the whole
     disassembly)."""
     given = [body.assembly, body.starlark, body.program, body.program_id]
@@ -69,9 +71,11 @@ async def _program(
             f"compiling {body.filename} for the debugger",
             len(body.starlark),
             build_starlark_program,
-            body.starlark.encode(),
+            body.starlark,
             body.filename,
             body.memory_quota,
+            ctx.state.engine.artifacts.starlark_libraries(body.starlark),
+            inline=False,
         )
     elif body.program is not None:
         encoded = body.program

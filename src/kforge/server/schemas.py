@@ -90,11 +90,24 @@ class Accepted(Schema, frozen=True):
 # ----------------------------------------------------------------- programs
 
 
+#: A Starlark file name as an upload gives it: ending in ``.star``, without ``/``.
+StarlarkFilename = Annotated[
+    str, msgspec.Meta(min_length=6, max_length=256, pattern=r"^[^/]*\.star$")
+]
+
+
 class ProgramBody(Schema, frozen=True):
-    """A program to store: ``assembly`` text, or ``program`` (FRGP bytes); exactly one."""
+    """A program to store: ``assembly`` text, ``starlark`` source or ``program`` (FRGP
+    bytes); exactly one.  Starlark is compiled for a machine of ``memory_quota`` bytes
+    (default 65,536; it runs in any larger quota) and named ``filename`` (default
+    ``main.star``) in compile errors, tracebacks and its source map; it loads libraries
+    by content id (``load("sha256:…", ...)``) from the vault, never files."""
 
     assembly: str | None = None
+    starlark: str | None = None
     program: bytes | None = None
+    filename: StarlarkFilename | None = None
+    memory_quota: U64 | None = None
     #: What the dashboard calls the program.
     name: str | None = None
 

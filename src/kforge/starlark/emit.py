@@ -276,7 +276,9 @@ def emit_program(unit: Unit) -> Emitted:
                         clobbers[id(insn)] = 0
                     elif callee == SITE_INFO:
                         clobbers[id(insn)] = SITE_INFO_CLOBBER
-                    elif component_of.get(callee) == component_of[name] or callee not in allocations:
+                    elif (
+                        component_of.get(callee) == component_of[name] or callee not in allocations
+                    ):
                         clobbers[id(insn)] = ALL_CLOBBERED
                     else:
                         clobbers[id(insn)] = allocations[callee].clobber
