@@ -10,6 +10,7 @@ vault.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Iterator
 
@@ -19,26 +20,23 @@ from kforge.client import Client, RemoteError
 from kforge.core import InvalidProgram
 from kforge.engine import CreateSandbox, SandboxState
 from kforge.engine.offload import WorkLimits
-from kforge.server import AgentKey, AuthConfig, ServerConfig
+from kforge.server import AgentKey
 from kforge.starlark import compile_starlark
-from test_server_support import Agent, LiveServer, running_server
+from test_server_support import RELAXED_RATES, Agent, LiveServer, running_server
 
 HELLO = 'def greet(name):\n    return "hello, " + name\n\nprint(greet("forge"))\n'
 
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[LiveServer]:
-    with running_server(
-        ServerConfig(auth=AuthConfig(rate_per_second=1000, rate_burst=1000))
-    ) as server:
+    with running_server(RELAXED_RATES) as server:
         yield server
 
 
 @pytest.fixture
 def agent(live: LiveServer) -> Iterator[Agent]:
-    client = Agent(live.base_url)
-    yield client
-    client.close()
+    with contextlib.closing(Agent(live.base_url)) as client:
+        yield client
 
 
 def _run(agent: Agent, program_id: str, memory_quota: int = 65536) -> dict[str, object]:
@@ -173,17 +171,14 @@ def test_a_compile_is_bounded_in_time_even_for_a_small_source() -> None:
     source = "".join(generate_program(seed) for seed in range(6))
     # every body is "small" here: assembly this size would be built inline, untimed
     work = WorkLimits(time_limit=0.05, inline_bytes=1 << 20)
-    with running_server(
-        ServerConfig(auth=AuthConfig(rate_per_second=1000, rate_burst=1000)), work=work
-    ) as server:
-        agent = Agent(server.base_url)
-        try:
-            response = agent.request("POST", "/v1/programs", {"starlark": source})
-            assert response.status_code == 422, response.text
-            assert "compiling main.star" in response.json()["error"]["message"]
-            assert agent.request("GET", "/v1/health").status_code == 200
-        finally:
-            agent.close()
+    with (
+        running_server(RELAXED_RATES, work=work) as server,
+        contextlib.closing(Agent(server.base_url)) as agent,
+    ):
+        response = agent.request("POST", "/v1/programs", {"starlark": source})
+        assert response.status_code == 422, response.text
+        assert "compiling main.star" in response.json()["error"]["message"]
+        assert agent.request("GET", "/v1/health").status_code == 200
 
 
 def test_the_debugger_compiles_starlark_as_an_upload(live: LiveServer, agent: Agent) -> None:
@@ -195,3 +190,23 @@ def test_the_debugger_compiles_starlark_as_an_upload(live: LiveServer, agent: Ag
     object_id = live.engine.vault.put(b"def three():\n    return 3\n")
     body = {"starlark": f'load("sha256:{object_id.hex}", "three")\nprint(three())\n'}
     assert agent.ok("POST", "/v1/debug", body, 201)["state"] == "READY"
+
+
+def test_libraries_are_gathered_through_loads_within_the_limits() -> None:
+    from kforge.limits import MAX_STARLARK_SOURCE_BYTES
+    from kforge.sources import compile_starlark_upload, gather_libraries
+
+    inner = b"def one():\n    return 1\n"
+    inner_id = hashlib.sha256(inner).digest()
+    outer = f'load("sha256:{inner_id.hex()}", "one")\ndef two():\n    return one() + 1\n'.encode()
+    outer_id = hashlib.sha256(outer).digest()
+    big = b"#" * MAX_STARLARK_SOURCE_BYTES
+    big_id = hashlib.sha256(big).digest()
+    vault = {inner_id: inner, outer_id: outer, big_id: big}
+    source = f'load("sha256:{outer_id.hex()}", "two")\nprint(two())\n'
+    libraries = gather_libraries(source + f"# sha256:{big_id.hex()}\n", vault.get)
+    assert libraries == {outer_id: outer, inner_id: inner, big_id: None}
+    compile_starlark_upload(source, "main.star", 65536, libraries)  # loads through both
+    with pytest.raises(InvalidProgram) as raised:
+        compile_starlark_upload(f'load("sha256:{big_id.hex()}", "x")\n', "m.star", 65536, libraries)
+    assert "libraries are at most" in str(raised.value)

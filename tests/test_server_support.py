@@ -24,7 +24,7 @@ import uvicorn
 
 from kforge.engine import Engine, EngineLimits
 from kforge.engine.offload import WorkLimits
-from kforge.server import AgentKey, ServerConfig, create_app
+from kforge.server import AgentKey, AuthConfig, ServerConfig, create_app
 from kforge.server.state import ServerState
 from kforge.storage import Vault
 
@@ -120,6 +120,10 @@ def running_server(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()
+
+
+#: A server whose rate limits stay out of a test's way.
+RELAXED_RATES = ServerConfig(auth=AuthConfig(rate_per_second=1000, rate_burst=1000))
 
 
 class Agent:

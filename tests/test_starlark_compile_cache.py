@@ -9,6 +9,7 @@ damaged cache file is a miss, never a wrong runtime.
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 from collections.abc import Iterator
@@ -109,3 +110,19 @@ def test_an_unwritable_data_dir_only_costs_a_compile(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     library = RuntimeLibrary()
     assert prepared.load_or_build(lambda: library, blocker / "inside" / "runtime.pickle") is library
+
+
+def test_files_of_older_runtimes_are_pruned(tmp_path: Path) -> None:
+    folder = tmp_path / "starlark-runtime"
+    folder.mkdir()
+    for number in range(6):
+        old = folder / f"runtime-{number:032x}.pickle"
+        old.write_bytes(b"old")
+        os.utime(old, (1000 + number, 1000 + number))
+    path = folder / "runtime-current.pickle"
+    prepared.load_or_build(RuntimeLibrary, path)
+    left = sorted(p.name for p in folder.iterdir())
+    assert left == [
+        *(f"runtime-{number:032x}.pickle" for number in (3, 4, 5)),
+        "runtime-current.pickle",
+    ]

@@ -66,43 +66,61 @@ def program_from_source(
 _CONTENT_ID: Final = re.compile(r"sha256:([0-9a-f]{64})")
 
 
-def gather_libraries(text: str, fetch: Callable[[bytes], bytes | None]) -> dict[bytes, bytes]:
+def gather_libraries(
+    text: str, fetch: Callable[[bytes], bytes | None]
+) -> dict[bytes, bytes | None]:
     """The vault objects Starlark ``text`` may load by content id, and those they may
     load in turn, by raw id: every ``sha256:HEX`` the texts spell that ``fetch`` finds
-    (``None``: not there; the compile then says so).  At most the compiler's module
-    limit of them: more could not be loaded anyway."""
-    from kforge.limits import MAX_STARLARK_MODULES
+    (``None``: not there; the compile then says so).  An upload's libraries take at
+    most ``MAX_STARLARK_SOURCE_BYTES`` together and ``MAX_STARLARK_MODULES`` in number:
+    one left out for that maps to ``None`` (and its compile says why)."""
+    from kforge.limits import MAX_STARLARK_MODULES, MAX_STARLARK_SOURCE_BYTES
 
-    found: dict[bytes, bytes] = {}
+    found: dict[bytes, bytes | None] = {}
+    total = 0
     pending = [text]
-    while pending and len(found) < MAX_STARLARK_MODULES:
+    while pending:
         for digest in _CONTENT_ID.findall(pending.pop()):
             object_id = bytes.fromhex(digest)
-            if object_id in found or len(found) >= MAX_STARLARK_MODULES:
+            if object_id in found:
+                continue
+            if len(found) >= MAX_STARLARK_MODULES:
+                found[object_id] = None
                 continue
             data = fetch(object_id)
-            if data is not None:
-                found[object_id] = data
-                pending.append(data.decode("utf-8", "replace"))
+            if data is None:
+                continue
+            if total + len(data) > MAX_STARLARK_SOURCE_BYTES:
+                found[object_id] = None
+                continue
+            total += len(data)
+            found[object_id] = data
+            pending.append(data.decode("utf-8", "replace"))
     return found
 
 
 def compile_starlark_upload(
-    text: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes]
+    text: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes | None]
 ) -> ForgeProgram:
     """Starlark source sent to a server, compiled for ``memory_quota`` bytes: it reads
     none of the server's files (a ``load()`` of a file name is a compile error); a
     ``load("sha256:…")`` takes its library from ``libraries`` (see
     :func:`gather_libraries`)."""
+    from kforge.limits import MAX_STARLARK_MODULES, MAX_STARLARK_SOURCE_BYTES
     from kforge.starlark import CONTENT_PREFIX, compile_starlark
 
     def no_files(name: str) -> str:
         raise ValueError(f"an upload loads libraries by content id ({CONTENT_PREFIX}…), not files")
 
     def fetch(object_id: bytes) -> bytes:
-        data = libraries.get(object_id)
-        if data is None:
+        if object_id not in libraries:
             raise LookupError("no such object in the vault")
+        data = libraries[object_id]
+        if data is None:
+            raise LookupError(
+                f"an upload's libraries are at most {MAX_STARLARK_MODULES} files"
+                f" of {MAX_STARLARK_SOURCE_BYTES} bytes together"
+            )
         return data
 
     return compile_starlark(text, filename, loader=no_files, memory_quota=memory_quota, fetch=fetch)

@@ -204,7 +204,7 @@ class Artifacts:
             )
         return ctx.vault.put(built.encoded), built
 
-    def starlark_libraries(self, source: bytes | str) -> dict[bytes, bytes]:
+    def starlark_libraries(self, source: bytes | str) -> dict[bytes, bytes | None]:
         """The vault objects Starlark ``source`` may load by content id (by raw id)."""
         vault = self.ctx.vault
 

@@ -58,7 +58,7 @@ def build_program(
     source: bytes | str,
     filename: str,
     memory_quota: int = DEFAULT_STARLARK_MEMORY,
-    libraries: Mapping[bytes, bytes] | None = None,
+    libraries: Mapping[bytes, bytes | None] | None = None,
 ) -> BuiltProgram:
     """Assemble ``source`` (``ASSEMBLY``), decode and check it (``FRGP``), or compile it
     (``STARLARK``, for a machine of ``memory_quota`` bytes, loading only ``libraries``:
@@ -79,7 +79,7 @@ def build_program(
 
 
 def build_starlark_program(
-    source: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes]
+    source: str, filename: str, memory_quota: int, libraries: Mapping[bytes, bytes | None]
 ) -> bytes:
     """Compile Starlark ``source`` (named ``filename``) as an upload for a machine of
     ``memory_quota`` bytes: the program's FRGP bytes."""

@@ -31,6 +31,8 @@ from kforge.starlark.lowlevel import RuntimeLibrary
 
 _MAGIC: Final = b"KFSTRT01"
 _SUBDIRECTORY: Final = "starlark-runtime"
+#: Files of other runtimes kept beside the current one (other kforge versions in use).
+_KEPT_OTHERS: Final = 3
 _PACKAGE: Final = Path(__file__).resolve().parent
 
 #: A catch site's place: function name, block index, instruction index.
@@ -97,4 +99,20 @@ def _store(path: Path, library: RuntimeLibrary) -> None:
         payload = pickle.dumps((library, positions), protocol=pickle.HIGHEST_PROTOCOL)
     finally:
         library.catch_sites = kept
-    write_sealed(path, _MAGIC, payload)
+    if write_sealed(path, _MAGIC, payload):
+        _prune(path.parent, keep=path)
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the files of all but the newest few other runtimes (an upgrade, or an
+    edited runtime, leaves its predecessor's file behind, 1.5 MB each)."""
+    try:
+        others = sorted(
+            (p for p in folder.glob("runtime-*.pickle") if p != keep),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for old in others[_KEPT_OTHERS:]:
+            old.unlink(missing_ok=True)
+    except OSError:  # another process pruned meanwhile, or the folder is read-only
+        pass
