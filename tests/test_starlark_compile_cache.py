@@ -23,8 +23,8 @@ from kforge.starlark import compiler, emit, prepared
 from kforge.starlark.lowlevel import RuntimeLibrary
 from starlark.corpus import CorpusProgram, corpus_programs
 
-#: A sample across the corpus: every eighth program (floats, loads, errors among them).
-SAMPLE = corpus_programs()[::8]
+#: A sample across the corpus: every twelfth program (floats, loads, errors among them).
+SAMPLE = corpus_programs()[::12]
 
 
 def _compile(program: CorpusProgram) -> ForgeProgram | str:
