@@ -3,7 +3,8 @@
 :func:`compile_starlark` parses and resolves the main file and every file it loads
 (each once, in load order), lowers them to IR, adds the runtime functions they
 reach, and hands everything to the code generator.  The runtime is compiled from
-its dialect once per process and shared by every program.
+its dialect once, kept on disk for the next process (:mod:`kforge.starlark.prepared`),
+and shared by every program.
 """
 
 from __future__ import annotations
