@@ -33,9 +33,11 @@ from kforge.cluster.programs import fetch_object
 from kforge.cluster.worker import Worker, WorkerConfig
 from kforge.core import EventKind, Hash256, PermissionDenied, VaultFetchFailed
 from kforge.engine import CreateSandbox
-from kforge.engine.jobs import ASSEMBLY, FRGP
+from kforge.engine.jobs import ASSEMBLY, FRGP, STARLARK
 from kforge.engine.journal import Row
+from kforge.engine.offload import JobFailed
 from kforge.engine.policy import Action
+from kforge.starlark import compile_starlark
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:
@@ -409,3 +411,19 @@ def _status_once_served(url: str, workers: int, timeout: float = 30) -> dict[str
         if time.monotonic() > deadline:
             return shown
         time.sleep(0.2)
+
+
+def test_the_gateway_compiles_starlark_uploads(tmp_path: Path) -> None:
+    owner = agent_keys(1)[0].agent_id
+    source = 'print("from the cluster")\n'
+
+    async def body() -> None:
+        async with cluster_in_process(tmp_path) as (_, engine):
+            code, _ = await engine.build_program(STARLARK, source, "up.star", owner, 1 << 20)
+            assert code == compile_starlark(source, "up.star", memory_quota=1 << 20).program_id
+            library = f'load("sha256:{"ab" * 32}", "x")\n'
+            with pytest.raises(JobFailed, match=r"up\.star:1:1: cannot load sha256:") as raised:
+                await engine.build_program(STARLARK, library, "up.star", owner)
+            assert raised.value.http_status == 400
+
+    run(body)

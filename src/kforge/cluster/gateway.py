@@ -65,7 +65,8 @@ from kforge.core import (
     ServiceNotFound,
 )
 from kforge.engine import EngineLimits, EngineStatus
-from kforge.engine.jobs import BuiltProgram, ProgramText, build_program, program_text
+from kforge.engine.artifacts import build_upload
+from kforge.engine.jobs import BuiltProgram, ProgramText, program_text
 from kforge.engine.models import (
     CreateSandbox,
     ExecResult,
@@ -85,6 +86,7 @@ from kforge.messages import Envelope, ExtensionCode, ReplyCode, decode_payload
 from kforge.proofs import ExecutionProof
 from kforge.proofs.replay import RunRecord
 from kforge.server.endpoint import current_request_id
+from kforge.sources import DEFAULT_STARLARK_MEMORY
 from kforge.wire import decode_msgpack, encode_msgpack
 
 __all__ = ["ClusterEngine", "ClusterUnavailable"]
@@ -302,15 +304,25 @@ class ClusterEngine:
     # ------------------------------------------------------------------ programs
 
     async def build_program(
-        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+        self,
+        kind: str,
+        source: bytes | str,
+        filename: str,
+        requester: AgentId,
+        memory_quota: int = DEFAULT_STARLARK_MEMORY,
     ) -> tuple[Hash256, BuiltProgram]:
         """Build an upload (as :meth:`kforge.engine.Engine.build_program` does: in a worker
         process under the time limit) and store it in the object store."""
         self.policy.authorize(Action.PUT_PROGRAM, requester)
-        built = await self.offload.run(
-            requester, f"building {filename}", len(source), build_program, kind, source, filename
+        built = await build_upload(
+            self.offload, requester, kind, source, filename, memory_quota, {}
         )
         return await store_object(self.layout.programs, built.encoded), built
+
+    async def starlark_libraries(self, source: str) -> dict[bytes, bytes | None]:
+        """None: the gateway keeps programs, not a vault of libraries, so Starlark sent
+        to a cluster loads none by content id (its compile says it cannot)."""
+        return {}
 
     async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
         """A stored program's disassembly, made in a worker process."""

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -128,6 +128,36 @@ def proof_result(proof: ExecutionProof, *, whole: bool = True) -> ProofResult:
     )
 
 
+async def build_upload(
+    offload: Offload,
+    requester: AgentId,
+    kind: str,
+    source: bytes | str,
+    filename: str,
+    memory_quota: int = DEFAULT_STARLARK_MEMORY,
+    libraries: Mapping[bytes, bytes | None] | None = None,
+) -> BuiltProgram:
+    """Build an upload with ``offload``: assembly or FRGP bytes (inline when small),
+    Starlark (``libraries`` are what it may load by content id) always in a worker
+    process under the time limit, since its cost does not follow its size."""
+    if kind == STARLARK:
+        return await offload.run(
+            requester,
+            f"compiling {filename}",
+            len(source),
+            build_program,
+            kind,
+            source,
+            filename,
+            memory_quota,
+            libraries or {},
+            inline=False,
+        )
+    return await offload.run(
+        requester, f"building {filename}", len(source), build_program, kind, source, filename
+    )
+
+
 class Artifacts:
     """Linking and proofs as the engine offers them."""
 
@@ -178,30 +208,10 @@ class Artifacts:
         its size); the libraries it loads by content id come from the vault."""
         ctx = self.ctx
         ctx.policy.authorize(Action.PUT_PROGRAM, requester)
-        if kind == STARLARK:
-            libraries = self.starlark_libraries(source)
-            built = await ctx.offload.run(
-                requester,
-                f"compiling {filename}",
-                len(source),
-                build_program,
-                kind,
-                source,
-                filename,
-                memory_quota,
-                libraries,
-                inline=False,
-            )
-        else:
-            built = await ctx.offload.run(
-                requester,
-                f"building {filename}",
-                len(source),
-                build_program,
-                kind,
-                source,
-                filename,
-            )
+        libraries = self.starlark_libraries(source) if kind == STARLARK else {}
+        built = await build_upload(
+            ctx.offload, requester, kind, source, filename, memory_quota, libraries
+        )
         return ctx.vault.put(built.encoded), built
 
     def starlark_libraries(self, source: bytes | str) -> dict[bytes, bytes | None]:

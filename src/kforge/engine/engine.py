@@ -709,6 +709,11 @@ class Engine:
         """Build a program from an upload and store it (see :meth:`Artifacts.build_program`)."""
         return await self.artifacts.build_program(kind, source, filename, requester, memory_quota)
 
+    async def starlark_libraries(self, source: str) -> dict[bytes, bytes | None]:
+        """The vault's libraries Starlark ``source`` may load by content id (see
+        :meth:`Artifacts.starlark_libraries`)."""
+        return self.artifacts.starlark_libraries(source)
+
     async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText:
         """A stored program's disassembly (see :meth:`Artifacts.program_text`)."""
         return await self.artifacts.program_text(program_id, requester)

@@ -74,7 +74,7 @@ async def _program(
             body.starlark,
             body.filename,
             body.memory_quota,
-            ctx.state.engine.artifacts.starlark_libraries(body.starlark),
+            await ctx.state.engine.starlark_libraries(body.starlark),
             inline=False,
         )
     elif body.program is not None:

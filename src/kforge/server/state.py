@@ -30,6 +30,7 @@ from kforge.proofs.replay import RunRecord
 from kforge.server.auth import AuthConfig, Authenticator
 from kforge.server.debug import DebugLimits, DebugManager
 from kforge.server.notes import SandboxNotes
+from kforge.sources import DEFAULT_STARLARK_MEMORY
 
 __all__ = ["MailboxReader", "ServedEngine", "ServerConfig", "ServerState"]
 
@@ -71,8 +72,15 @@ class ServedEngine(Protocol):
     async def close(self) -> None: ...
 
     async def build_program(
-        self, kind: str, source: bytes | str, filename: str, requester: AgentId
+        self,
+        kind: str,
+        source: bytes | str,
+        filename: str,
+        requester: AgentId,
+        memory_quota: int = DEFAULT_STARLARK_MEMORY,
     ) -> tuple[Hash256, BuiltProgram]: ...
+
+    async def starlark_libraries(self, source: str) -> dict[bytes, bytes | None]: ...
 
     async def program_text(self, program_id: Hash256, requester: AgentId) -> ProgramText: ...
 
