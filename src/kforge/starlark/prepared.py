@@ -60,7 +60,7 @@ def load_or_build(build: Callable[[], RuntimeLibrary], path: Path | None = None)
     """The runtime from its file, or from ``build()`` (then stored for the next process)."""
     try:
         path = path or cache_path()
-    except OSError:  # the package's sources cannot be read: no key, no cache
+    except (OSError, RuntimeError):  # sources unreadable, or no home folder: no cache
         return build()
     library = _load(path)
     if library is None:
