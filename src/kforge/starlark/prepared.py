@@ -31,8 +31,9 @@ from kforge.starlark.lowlevel import RuntimeLibrary
 
 _MAGIC: Final = b"KFSTRT01"
 _SUBDIRECTORY: Final = "starlark-runtime"
-#: Files of other runtimes kept beside the current one (other kforge versions in use).
-_KEPT_OTHERS: Final = 3
+#: Files of other runtimes kept beside the current one (other kforge versions, or
+#: checkouts, sharing the data directory).
+_KEPT_OTHERS: Final = 8
 _PACKAGE: Final = Path(__file__).resolve().parent
 
 #: A catch site's place: function name, block index, instruction index.
