@@ -172,6 +172,8 @@ def test_cache_info_and_clear_commands(
         tier.compile(_program(1))
         tier.compile(_program(2))
     (tmp_path / "fast-modules" / "left-by-a-crash.tmp").write_bytes(b"partial")
+    (tmp_path / "starlark-runtime").mkdir()
+    (tmp_path / "starlark-runtime" / "runtime-0123.pickle").write_bytes(b"a runtime")
     assert main(["cache", "info", "--json", "--data-dir", str(tmp_path)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["modules"] == 2 and info["bytes"] > 0
@@ -180,8 +182,10 @@ def test_cache_info_and_clear_commands(
     assert main(["cache", "info", "--data-dir", str(tmp_path)]) == 0
     assert "2 modules" in capsys.readouterr().out
     assert main(["cache", "clear", "--data-dir", str(tmp_path)]) == 0
-    assert "removed 3 files" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "removed 3 files" in out and "removed 1 compiled Starlark runtime\n" in out
     assert list((tmp_path / "fast-modules").iterdir()) == []
+    assert list((tmp_path / "starlark-runtime").iterdir()) == []
     monkeypatch.setenv(MAX_BYTES_ENVIRONMENT, "lots")
     assert main(["cache", "info", "--data-dir", str(tmp_path)]) == 2
     assert MAX_BYTES_ENVIRONMENT in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """``kforge cache info|clear``: the fast tier's compiled-module cache on disk.
 
-The cache lives in ``DIR/fast-modules`` (``--data-dir``, else ``$KFORGE_DATA_DIR``,
+The cache lives in ``DIR/fast-modules`` (``clear`` also removes the compiled Starlark
+runtime kept in ``DIR/starlark-runtime``) (``--data-dir``, else ``$KFORGE_DATA_DIR``,
 else ``~/.local/share/kforge``) and is bounded: least recently used modules go
 once it passes its size cap (``$KFORGE_MODULE_CACHE_MAX_BYTES``, default 256 MiB).
 Clearing it is always safe: a module missing from it is compiled again.
@@ -70,10 +71,15 @@ def command_info(args: argparse.Namespace) -> int:
 
 
 def command_clear(args: argparse.Namespace) -> int:
-    """``kforge cache clear``: remove every compiled module."""
+    """``kforge cache clear``: remove every compiled module, and the compiled Starlark
+    runtime (``DIR/starlark-runtime``)."""
+    from kforge.starlark.prepared import clear as clear_starlark_runtime
+
     cache = _cache(args)
     removed = cache.clear()
     print(f"removed {removed} file{'' if removed == 1 else 's'} from {cache.directory}")
+    runtimes = clear_starlark_runtime(cache.directory.parent)
+    print(f"removed {runtimes} compiled Starlark runtime{'' if runtimes == 1 else 's'}")
     return 0
 
 
@@ -84,7 +90,9 @@ def add_commands(subparsers: Any) -> None:
     actions = cache.add_subparsers(dest="cache_action", metavar="ACTION")
     info = actions.add_parser("info", help="where the cache is, how big, its cap")
     info.add_argument("--json", action="store_true", help="print JSON")
-    clear = actions.add_parser("clear", help="remove every compiled module")
+    clear = actions.add_parser(
+        "clear", help="remove every compiled module and the compiled Starlark runtime"
+    )
     for parser, handler in ((info, command_info), (clear, command_clear)):
         add_data_dir_option(parser, "the cache lives")
         parser.set_defaults(handler=handler)

@@ -104,6 +104,16 @@ def _store(path: Path, library: RuntimeLibrary) -> None:
         _prune(path.parent, keep=path)
 
 
+def clear(data_dir: Path | None = None) -> int:
+    """Remove every stored runtime under ``data_dir``; returns how many files went."""
+    folder = (data_dir or default_data_dir()) / _SUBDIRECTORY
+    removed = 0
+    for path in folder.glob("runtime-*.pickle"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def _prune(folder: Path, keep: Path) -> None:
     """Remove the files of all but the newest few other runtimes (an upgrade, or an
     edited runtime, leaves its predecessor's file behind, 1.5 MB each)."""
