@@ -23,7 +23,10 @@ __all__ = [
     "INSTRUCTION_SIZE",
     "OPCODES",
     "OPCODE_BY_MNEMONIC",
+    "RECEIVING_CHANNELS",
     "REGISTER_COUNT",
+    "SENDING_CHANNELS",
+    "TICK_COSTS",
     "UNKNOWN_OPCODE_COST",
     "WORD_MASK",
     "Channel",
@@ -267,14 +270,14 @@ def opcodes_where(test: Callable[[OpInfo], bool]) -> frozenset[Opcode]:
 OPCODE_BY_MNEMONIC: Final[dict[str, OpInfo]] = {info.mnemonic: info for info in OPCODES.values()}
 
 # Performance note: a flat 256-entry list is what both tiers index per instruction.
-_COSTS: Final[tuple[int, ...]] = tuple(
+TICK_COSTS: Final[tuple[int, ...]] = tuple(
     OPCODES[op].ticks if op in OPCODES else UNKNOWN_OPCODE_COST for op in range(256)
 )
 
 
 def tick_cost(opcode: int) -> int:
     """Ticks charged for executing ``opcode`` (unknown opcodes cost 1)."""
-    return _COSTS[opcode]
+    return TICK_COSTS[opcode]
 
 
 class ChannelDirection(Enum):
@@ -312,6 +315,13 @@ CHANNEL_DIRECTIONS: Final[tuple[ChannelDirection, ...]] = (
     ChannelDirection.IN,
     *(ChannelDirection.INOUT,) * 5,
     *(ChannelDirection.RESERVED,) * 8,
+)
+#: The channels a SEND may name, and those a RECV or a delivery may (by direction alone).
+SENDING_CHANNELS: Final = frozenset(
+    channel for channel, direction in enumerate(CHANNEL_DIRECTIONS) if direction.can_send
+)
+RECEIVING_CHANNELS: Final = frozenset(
+    channel for channel, direction in enumerate(CHANNEL_DIRECTIONS) if direction.can_receive
 )
 #: For each known opcode, the fields it does not use (they must be 0).
 UNUSED_FIELDS: Final[dict[int, tuple[str, ...]]] = {

@@ -28,17 +28,17 @@ from typing import Final
 
 from kforge.core import InvalidProgram, InvalidState, PermissionDenied
 from kforge.isa import (
-    CHANNEL_COUNT,
-    CHANNEL_DIRECTIONS,
     DEFAULT_GRANTS,
     GRANTABLE_CHANNELS,
+    RECEIVING_CHANNELS,
     REGISTER_COUNT,
+    SENDING_CHANNELS,
+    TICK_COSTS,
     WORD_MASK,
     Channel,
     FaultCode,
     Instruction,
     Opcode,
-    tick_cost,
 )
 from kforge.memory import Layout, Memory, allocate_memory, encode_environment, plan_layout
 from kforge.program import ForgeProgram
@@ -70,9 +70,18 @@ class MachineState(Enum):
     HALTED = "HALTED"
     FAULTED = "FAULTED"
 
+    #: Set on each member below.  Performance note: a flag read, not a lookup by the
+    #: enum's hash (the engine asks this several times per host call).
+    _final: bool
+
     @property
     def is_final(self) -> bool:
-        return self in (MachineState.HALTED, MachineState.FAULTED)
+        return self._final
+
+
+for _state in MachineState:
+    _state._final = _state in (MachineState.HALTED, MachineState.FAULTED)
+_BLOCKED: Final = MachineState.BLOCKED
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +309,7 @@ class Machine:
         code_length = len(code)
         running = MachineState.RUNNING
         execute = EXECUTE
+        costs = TICK_COSTS
         tick_opcode = Opcode.TICK.value
         steps = 0
         while self.state is running and steps < step_limit and self.ticks_used < tick_limit:
@@ -309,7 +319,7 @@ class Machine:
                 self._enter_fault(_Fault(FaultCode.INVALID_ADDRESS))
                 return
             insn = code[pc]
-            cost = tick_cost(insn.opcode)
+            cost = costs[insn.opcode]
             if self.ticks_used + cost > self.tick_budget:
                 self._enter_fault(_Fault(FaultCode.OUT_OF_TICKS))
                 return
@@ -340,27 +350,35 @@ class Machine:
         ``PermissionDenied`` for a channel that does not receive or is not granted,
         and ``InvalidState`` for a machine that has halted or faulted.
         """
-        if self.state.is_final:
-            raise InvalidState(self.state, "deliver")
-        if not 0 <= channel < CHANNEL_COUNT or not CHANNEL_DIRECTIONS[channel].can_receive:
+        state = self.state
+        if state.is_final:
+            raise InvalidState(state, "deliver")
+        if channel not in RECEIVING_CHANNELS:
             raise PermissionDenied(f"channel {channel} does not take inbound messages")
         if channel not in self.grants:
             raise PermissionDenied(f"channel {channel} is not granted to this sandbox")
         data = bytes(data)
-        self.inbound.setdefault(channel, []).append(data)
+        queue = self.inbound.get(channel)
+        if queue is None:
+            self.inbound[channel] = [data]
+        else:
+            queue.append(data)
         if isinstance(self.deliveries, tuple):
             self.deliveries = []
         self.deliveries.append(Delivery(self.ticks_used, channel, data))
-        if self.state is MachineState.BLOCKED and self.blocked_channel == channel:
+        if state is _BLOCKED and self.blocked_channel == channel:
             self.state = MachineState.RUNNING
             self.blocked_channel = None
 
     def take_outbound(self) -> list[tuple[int, bytes]]:
         """Remove and return the pending messages the sandbox sent on channels 3..7."""
-        taken = list(self.outbound)
-        self.outbound = ()
-        self.held_bytes -= sum(len(data) for _, data in taken)
-        return taken
+        taken = self.outbound
+        if not taken:
+            return []
+        self.outbound = ()  # the list taken is the machine's no more: it is handed over whole
+        for _, data in taken:
+            self.held_bytes -= len(data)
+        return list(taken) if isinstance(taken, tuple) else taken
 
     # ------------------------------------------------------------------ observing
 
@@ -493,10 +511,7 @@ def _channel(m: Machine, channel: int, *, sending: bool) -> int:
     CHANNEL_ERROR when it is past 15, reserved, or of the wrong direction;
     PERMISSION_DENIED when it is not granted to this sandbox.
     """
-    if channel >= CHANNEL_COUNT:
-        raise _Fault(FaultCode.CHANNEL_ERROR)
-    direction = CHANNEL_DIRECTIONS[channel]
-    if not (direction.can_send if sending else direction.can_receive):
+    if channel not in (SENDING_CHANNELS if sending else RECEIVING_CHANNELS):
         raise _Fault(FaultCode.CHANNEL_ERROR)
     if channel not in m.grants:
         raise _Fault(FaultCode.PERMISSION_DENIED)

@@ -100,6 +100,8 @@ class TierRunner:
         and when ``auto`` found no fast tier to load."""
         if self.name == "reference":
             return None
+        if self._fast_tier is not None:  # made already: no lock to take (asked every slice)
+            return self._fast_tier
         with self._lock:
             if self._fast_tier is None:
                 module = _fast_module()

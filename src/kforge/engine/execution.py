@@ -225,6 +225,8 @@ class Executor:
             runner.run(
                 machine, quantum - (machine.ticks_used - start), yield_on_tick=others_waiting
             )
+            if not machine.outbound:
+                break  # no host call to answer: the slice is over
             answered = await self.answer_host_calls(sandbox, machine, work)
             if (
                 answered
@@ -281,6 +283,7 @@ class Executor:
         work = work or _HostWork()
         delivered_any = False
         service = sandbox.service
+        host, sandboxes = self.ctx.host, self.sandboxes
         for channel, data in machine.take_outbound():
             if work.turn_due():
                 await asyncio.sleep(0)  # the machine waits: its answers stay the same
@@ -293,25 +296,17 @@ class Executor:
             request = HostRequest(
                 sandbox.id, sandbox.owner, channel, data, machine.ticks_used, machine.message_limit
             )
-            reply = await self.ctx.host.call(request, machine.grants)
-            work.add(len(data) + len(reply.frame))
+            reply = await host.call(request, machine.grants)
+            frame, status = reply.frame, int(reply.status)
+            work.add(len(data) + len(frame))
             if sandbox.state.is_live and not machine.state.is_final:
-                if not self.sandboxes.within_budget(sandbox, delivery_bytes(reply.frame, data)):
+                if not sandboxes.within_budget(sandbox, delivery_bytes(frame, data)):
                     break
-                self.sandboxes.deliver_machine(
-                    sandbox, channel, reply.frame, (data, int(reply.status))
-                )
+                sandboxes.deliver_machine(sandbox, channel, frame, (data, status))
                 delivered_any = True
             else:
                 self.ctx.transitions.record(
-                    HostCallDropped(
-                        sandbox.id,
-                        machine.ticks_used,
-                        channel,
-                        data,
-                        reply.frame,
-                        int(reply.status),
-                    )
+                    HostCallDropped(sandbox.id, machine.ticks_used, channel, data, frame, status)
                 )
         return delivered_any
 

@@ -404,23 +404,36 @@ class Policy(Rules):
     def host_room(self, sandbox: Sandbox, size: int) -> OverLimit | None:
         """``None`` when the host may hold ``size`` more bytes for ``sandbox``; otherwise the
         limit it would pass: the sandbox's, its owner's share, or the engine's."""
-        return self._host_room(sandbox.owner, sandbox.host_bytes, f"sandbox {sandbox.id}", size)
+        return self._host_room(sandbox.owner, sandbox.host_bytes, sandbox, size)
 
-    def _host_room(self, owner: AgentId, held: int, holder: str, size: int) -> OverLimit | None:
+    def _host_room(
+        self, owner: AgentId, held: int, holder: Sandbox | None, size: int
+    ) -> OverLimit | None:
+        """As :meth:`host_room`, for ``holder`` holding ``held`` bytes (``None``: a new
+        sandbox).  Performance note: asked per host call, so a text naming who would pass
+        a limit is made only when one would be passed."""
+        maximum = self.limits.max_host_bytes_per_sandbox
+        if held + size > maximum:
+            who = f"sandbox {holder.id}" if holder is not None else "a new sandbox"
+            return OverLimit("max_host_bytes_per_sandbox", held + size, maximum, who)
+        return self._pools_room(owner, size)
+
+    def _pools_room(self, owner: AgentId, size: int) -> OverLimit | None:
+        """``None`` when ``size`` more bytes fit the owner's share of the host bytes and the
+        engine's; otherwise the limit they would pass."""
         state, limits = self.state, self.limits
-        checks = (
-            ("max_host_bytes_per_sandbox", held, limits.max_host_bytes_per_sandbox, holder),
-            (
+        held = state.host_bytes_of(owner)
+        if held + size > limits.max_host_bytes_per_owner:
+            return OverLimit(
                 "max_host_bytes_per_owner",
-                state.host_bytes_of(owner),
+                held + size,
                 limits.max_host_bytes_per_owner,
                 f"agent {owner}",
-            ),
-            ("max_host_bytes", state.host_bytes, limits.max_host_bytes, "the engine"),
-        )
-        for limit, already, maximum, who in checks:
-            if already + size > maximum:
-                return OverLimit(limit, already + size, maximum, who)
+            )
+        if state.host_bytes + size > limits.max_host_bytes:
+            return OverLimit(
+                "max_host_bytes", state.host_bytes + size, limits.max_host_bytes, "the engine"
+            )
         return None
 
     def admit_program(self, owner: AgentId, program_id: Hash256, size: int) -> None:
@@ -429,18 +442,9 @@ class Policy(Rules):
         (nothing when the owner runs that program already)."""
         if self.state.holds_program(owner, program_id):
             return
-        state, limits = self.state, self.limits
-        for limit, held, maximum, holder in (
-            (
-                "max_host_bytes_per_owner",
-                state.host_bytes_of(owner),
-                limits.max_host_bytes_per_owner,
-                f"agent {owner}",
-            ),
-            ("max_host_bytes", state.host_bytes, limits.max_host_bytes, "the engine"),
-        ):
-            if held + size > maximum:
-                raise OverLimit(limit, held + size, maximum, holder)
+        over = self._pools_room(owner, size)
+        if over is not None:
+            raise over
 
     def admit_sandbox(self, owner: AgentId, quota: int, held: int = 0) -> None:
         """Refuse a new sandbox of ``quota`` bytes, for which the host would hold ``held``
@@ -468,6 +472,6 @@ class Policy(Rules):
             )
         if state.live_memory + quota > limits.max_total_memory:
             raise MemoryQuotaExceeded(state.live_memory + quota, limits.max_total_memory)
-        over = self._host_room(owner, 0, "a new sandbox", held)
+        over = self._host_room(owner, 0, None, held)
         if over is not None:
             raise over

@@ -303,7 +303,7 @@ class EngineState:
         if held is None:
             held = self._holdings[sandbox.owner] = Holdings()
         held.host_bytes += delta
-        if held.empty:
+        if delta < 0 and held.empty:  # (holding more never empties an owner's holdings)
             del self._holdings[sandbox.owner]
 
     def holds_program(self, owner: AgentId, program_id: Hash256) -> bool:

@@ -54,7 +54,7 @@ import wasmtime
 
 from kforge.core import Hash256
 from kforge.fast.abi import FAULT_EXIT_BASE, STATE_WORDS, Exit, FlagKind, flags_from_recipe
-from kforge.fast.analysis import ProgramPlan
+from kforge.fast.analysis import HOST_OPCODES, ProgramPlan
 from kforge.fast.transfer import SPARSE_ABOVE, copy_in, copy_out
 from kforge.isa import REGISTER_COUNT, WORD_MASK, FaultCode, Opcode
 from kforge.machine import Machine, MachineState
@@ -79,6 +79,12 @@ _POOL_MAX_PAGES: Final = 256
 _HALT: Final = int(Exit.HALT)
 _STEP: Final = int(Exit.STEP)
 _EXPLICIT: Final = int(FlagKind.EXPLICIT)
+#: An entry into compiled code that runs fewer ticks than this marks its leader short:
+#: entering costs about what the interpreter takes for that many instructions.
+SHORT_ENTRY_TICKS: Final = 12
+#: The most ticks the interpreter runs from a short leader before compiled code is used.
+SHORT_RUN_TICKS: Final = 64
+_HOST_OPCODES: Final = frozenset(int(opcode) for opcode in HOST_OPCODES)
 #: Everything about the engine that changes compiled code (part of the cache key).
 ENGINE_SETTINGS: Final = "multi-memory,wide-arithmetic,tail-call,opt=speed"
 
@@ -245,6 +251,8 @@ class CompiledProgram:
         self.plan = plan
         self.program_id = program_id
         self.sync = _StateSync(plan)
+        #: Leaders where compiled code ran only a few ticks when last entered (see ``_loop``).
+        self.short = bytearray(len(plan.code))
         self._idle: dict[int, list[_Instance]] = {}
         self._lock = threading.Lock()
 
@@ -419,20 +427,43 @@ def _loop(
     tick_limit: int,
     yield_on_tick: bool,
 ) -> None:
-    """Alternate compiled code and single reference steps until the slice ends."""
+    """Alternate compiled code and the reference interpreter until the slice ends.
+
+    A leader where compiled code ran only a few ticks before reaching a host
+    instruction (a ``SEND; RECV`` loop resumed after its reply) is marked *short*:
+    from there the interpreter runs instead, for at most :data:`SHORT_RUN_TICKS`,
+    which costs less than entering compiled code.  A short run that uses them all
+    drops the mark (the code runs long after all).  Marks change only where the
+    tiers take turns, never the machine's state.  A slice that yields on TICK in a
+    program with TICKs steps instead (a run could not tell a TICK it ended on).
+    """
     plan = compiled.plan
-    code, enterable, sync = plan.code, plan.enterable, compiled.sync
+    code, enterable, sync, short = plan.code, plan.enterable, compiled.sync, compiled.short
+    host = _HOST_OPCODES
     length = len(code)
     running = MachineState.RUNNING
     tick = Opcode.TICK
+    runs_short = not (yield_on_tick and plan.has_tick)
     while machine.state is running and machine.ticks_used < tick_limit:
         pc = machine.pc
         if pc < length and enterable[pc]:
+            before = machine.ticks_used
+            if short[pc] and runs_short:
+                budget = min(SHORT_RUN_TICKS, tick_limit - before)
+                machine.run(budget)
+                if machine.state is running and machine.ticks_used - before >= budget:
+                    short[pc] = 0
+                continue
             if instance.enter(machine, sync, tick_limit, yield_on_tick) != _STEP:
                 return
             if machine.ticks_used >= tick_limit:
                 return
-            pc = machine.pc
+            entered, pc = pc, machine.pc
+            short[entered] = (
+                machine.ticks_used - before < SHORT_ENTRY_TICKS
+                and pc < length
+                and code[pc].opcode in host
+            )
         ticking = pc < length and code[pc].opcode == tick
         machine.step()
         if ticking and yield_on_tick:

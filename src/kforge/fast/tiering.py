@@ -76,6 +76,17 @@ class _TickShape:
         return cls(True, any(pc + 1 in targets for pc in ticks))
 
 
+class _Warming:
+    """A program ``auto`` runs on the interpreter: its TICKs' shape and the ticks it spent
+    there (its compile starts at ``warmup_ticks``)."""
+
+    __slots__ = ("shape", "ticks")
+
+    def __init__(self, shape: _TickShape) -> None:
+        self.shape = shape
+        self.ticks = 0
+
+
 def _after_tick(code: tuple[Instruction, ...], pc: int) -> bool:
     return 0 < pc <= len(code) and code[pc - 1].opcode == Opcode.TICK
 
@@ -122,8 +133,7 @@ class FastTier:
         self._pending: dict[Hash256, Future[CompiledProgram]] = {}
         #: Programs whose compile failed, and why (a ``fast`` run raises it again).
         self._failed: dict[Hash256, BaseException] = {}
-        self._reference_ticks: dict[Hash256, int] = {}
-        self._tick_shapes: dict[Hash256, _TickShape] = {}
+        self._warmings: dict[Hash256, _Warming] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._bookkeeping_limit = 16 * max_programs
@@ -153,6 +163,13 @@ class FastTier:
     def compiled(self, program: ForgeProgram) -> CompiledProgram | None:
         """The compiled program if it is ready now (in memory or just finished), else ``None``."""
         program_id = program.program_id
+        # Performance note: asked before every slice of a program not compiled yet, so the
+        # usual answer (neither compiled nor done compiling) takes no lock; a lookup alone
+        # is atomic.
+        if program_id not in self._compiled:
+            pending = self._pending.get(program_id)
+            if pending is None or not pending.done():
+                return None
         with self._lock:
             found = self._compiled.get(program_id)
             if found is not None:
@@ -290,7 +307,8 @@ class FastTier:
         if machine.state is MachineState.READY:
             machine.state = MachineState.RUNNING
         limit = None if max_ticks is None else machine.ticks_used + max_ticks
-        shape = self._tick_shape(program)
+        warming = self._warming(program)
+        shape = warming.shape
         chunked = not (yield_on_tick and shape.ambiguous)
         while machine.state is MachineState.RUNNING:
             remaining = None if limit is None else limit - machine.ticks_used
@@ -299,12 +317,14 @@ class FastTier:
             compiled = self.compiled(program)
             if compiled is not None:
                 return execute(machine, compiled, max_ticks=remaining, yield_on_tick=yield_on_tick)
-            self._maybe_compile(program)
+            if warming.ticks >= self.warmup_ticks:
+                self._maybe_compile(program)
             chunk = remaining if not chunked or self._given_up(program) else self._chunk(remaining)
             before = machine.ticks_used
             machine.run(chunk, yield_on_tick=yield_on_tick)
             spent = machine.ticks_used - before
-            self._count_reference_ticks(program, spent)
+            # Without the lock: a count lost to a race between threads only delays a compile.
+            warming.ticks += spent
             if chunk is None or (yield_on_tick and self._yielded(machine, shape, spent, chunk)):
                 break
         return machine.state
@@ -320,33 +340,25 @@ class FastTier:
         return shape.has_tick and _after_tick(machine.code, machine.pc)
 
     def _maybe_compile(self, program: ForgeProgram) -> None:
+        """Start compiling a hot program, unless it is compiling or failed (lookups without
+        the lock, each atomic: compile_in_background starts one compile at most)."""
         program_id = program.program_id
-        with self._lock:
-            hot = self._reference_ticks.get(program_id, 0) >= self.warmup_ticks
-            wanted = hot and program_id not in self._pending and program_id not in self._failed
-        if wanted:
+        if program_id not in self._pending and program_id not in self._failed:
             self.compile_in_background(program)
 
     def _given_up(self, program: ForgeProgram) -> bool:
-        with self._lock:
-            return program.program_id in self._failed
+        return program.program_id in self._failed
 
-    def _count_reference_ticks(self, program: ForgeProgram, ticks: int) -> None:
-        with self._lock:
-            program_id = program.program_id
-            self._reference_ticks[program_id] = self._reference_ticks.get(program_id, 0) + ticks
-            _forget_oldest(self._reference_ticks, self._bookkeeping_limit)
-
-    def _tick_shape(self, program: ForgeProgram) -> _TickShape:
+    def _warming(self, program: ForgeProgram) -> _Warming:
+        """What ``auto`` keeps of a program it runs on the interpreter (one lookup a slice)."""
         program_id = program.program_id
-        with self._lock:
-            shape = self._tick_shapes.get(program_id)
-        if shape is None:
-            shape = _TickShape.of(program.code)
+        warming = self._warmings.get(program_id)
+        if warming is None:
+            warming = _Warming(_TickShape.of(program.code))
             with self._lock:
-                self._tick_shapes[program_id] = shape
-                _forget_oldest(self._tick_shapes, self._bookkeeping_limit)
-        return shape
+                warming = self._warmings.setdefault(program_id, warming)
+                _forget_oldest(self._warmings, self._bookkeeping_limit)
+        return warming
 
 
 def _forget_oldest(table: dict[Hash256, _Value], limit: int) -> None:

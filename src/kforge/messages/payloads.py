@@ -73,13 +73,17 @@ class SandboxState(Enum):
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     HOST_MEMORY_EXCEEDED = "HOST_MEMORY_EXCEEDED"
 
+    #: Set on each member below.  Performance note: a flag read, not a lookup by the
+    #: enum's hash (the engine asks this several times per host call).
+    _final: bool
+
     @property
     def is_final(self) -> bool:
-        return self in _FINAL
+        return self._final
 
     @property
     def is_live(self) -> bool:
-        return self not in _FINAL
+        return not self._final
 
 
 _FINAL: Final = frozenset(
@@ -91,6 +95,8 @@ _FINAL: Final = frozenset(
         SandboxState.HOST_MEMORY_EXCEEDED,
     }
 )
+for _state in SandboxState:
+    _state._final = _state in _FINAL
 
 
 class Operation(Enum):
