@@ -60,6 +60,8 @@ HEAP_START_REGISTER: Final = 253
 ENVIRONMENT_ADDRESS_REGISTER: Final = 254
 ENVIRONMENT_LENGTH_REGISTER: Final = 255
 _SIGN_BIT: Final = 1 << 63
+#: Performance note: an enum member's ``value`` is a descriptor call; the loop needs it once.
+_TICK_OPCODE: Final = int(Opcode.TICK)
 _UNLIMITED: Final = 1 << 80  # beyond any tick count or step count
 
 
@@ -310,7 +312,7 @@ class Machine:
         running = MachineState.RUNNING
         execute = EXECUTE
         costs = TICK_COSTS
-        tick_opcode = Opcode.TICK.value
+        tick_opcode = _TICK_OPCODE
         steps = 0
         while self.state is running and steps < step_limit and self.ticks_used < tick_limit:
             steps += 1

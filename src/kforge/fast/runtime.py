@@ -431,11 +431,12 @@ def _loop(
 
     A leader where compiled code ran only a few ticks before reaching a host
     instruction (a ``SEND; RECV`` loop resumed after its reply) is marked *short*:
-    from there the interpreter runs instead, for at most :data:`SHORT_RUN_TICKS`,
-    which costs less than entering compiled code.  A short run that uses them all
-    drops the mark (the code runs long after all).  Marks change only where the
-    tiers take turns, never the machine's state.  A slice that yields on TICK in a
-    program with TICKs steps instead (a run could not tell a TICK it ended on).
+    from there, or from a host instruction just before it, the interpreter runs
+    instead, for at most :data:`SHORT_RUN_TICKS`, which costs less than entering
+    compiled code.  A short run that uses them all drops the mark (the code runs
+    long after all).  Marks change only where the tiers take turns, never the
+    machine's state.  A slice that yields on TICK in a program with TICKs steps
+    instead (a run could not tell a TICK it ended on).
     """
     plan = compiled.plan
     code, enterable, sync, short = plan.code, plan.enterable, compiled.sync, compiled.short
@@ -446,14 +447,20 @@ def _loop(
     runs_short = not (yield_on_tick and plan.has_tick)
     while machine.state is running and machine.ticks_used < tick_limit:
         pc = machine.pc
-        if pc < length and enterable[pc]:
-            before = machine.ticks_used
-            if short[pc] and runs_short:
+        if pc >= length:
+            machine.step()  # faults: the interpreter says how
+            return
+        if runs_short:
+            marked = pc if short[pc] else pc + 1
+            if marked == pc or (marked < length and short[marked] and code[pc].opcode in host):
+                before = machine.ticks_used
                 budget = min(SHORT_RUN_TICKS, tick_limit - before)
                 machine.run(budget)
                 if machine.state is running and machine.ticks_used - before >= budget:
-                    short[pc] = 0
+                    short[marked] = 0
                 continue
+        if enterable[pc]:
+            before = machine.ticks_used
             if instance.enter(machine, sync, tick_limit, yield_on_tick) != _STEP:
                 return
             if machine.ticks_used >= tick_limit:

@@ -80,11 +80,15 @@ class _Warming:
     """A program ``auto`` runs on the interpreter: its TICKs' shape and the ticks it spent
     there (its compile starts at ``warmup_ticks``)."""
 
-    __slots__ = ("shape", "ticks")
+    __slots__ = ("given_up", "seen", "shape", "ticks")
 
     def __init__(self, shape: _TickShape) -> None:
         self.shape = shape
         self.ticks = 0
+        #: ``FastTier._changes`` when ``auto`` last found the program not compiled, and
+        #: whether its compile had failed then.
+        self.seen = -1
+        self.given_up = False
 
 
 def _after_tick(code: tuple[Instruction, ...], pc: int) -> bool:
@@ -134,6 +138,9 @@ class FastTier:
         #: Programs whose compile failed, and why (a ``fast`` run raises it again).
         self._failed: dict[Hash256, BaseException] = {}
         self._warmings: dict[Hash256, _Warming] = {}
+        #: Changes whenever what ``compiled`` could answer may have changed (a compile
+        #: started, finished, failed, was kept or let go): ``auto`` asks again only then.
+        self._changes = 0
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._bookkeeping_limit = 16 * max_programs
@@ -211,7 +218,13 @@ class FastTier:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="kforge-fast-compile")
             future = self._executor.submit(self._build, program)
             self._pending[program_id] = future
-            return future
+            self._changes += 1
+        future.add_done_callback(self._changed)
+        return future
+
+    def _changed(self, _: object = None) -> None:
+        # Two bumps racing may count once; the value still differs from what either saw.
+        self._changes += 1
 
     def compile_before_running(self, machine: Machine) -> Future[CompiledProgram] | None:
         """The compile the ``fast`` tier would do on ``machine``'s next slice, started on the
@@ -251,6 +264,7 @@ class FastTier:
         """Move a finished background compile into the cache; ``None`` if it failed."""
         with self._lock:
             self._pending.pop(program_id, None)
+            self._changes += 1
         error = future.exception()
         if error is not None:
             with self._lock:
@@ -266,7 +280,9 @@ class FastTier:
             self._compiled[program_id] = compiled
             self._compiled.move_to_end(program_id)
             while len(self._compiled) > self.max_programs:
-                self._compiled.popitem(last=False)
+                evicted, _ = self._compiled.popitem(last=False)
+                self._warmings.pop(evicted, None)  # cold again: it warms up anew
+            self._changes += 1
 
     # -------------------------------------------------------------------- running
 
@@ -307,19 +323,27 @@ class FastTier:
         if machine.state is MachineState.READY:
             machine.state = MachineState.RUNNING
         limit = None if max_ticks is None else machine.ticks_used + max_ticks
-        warming = self._warming(program)
+        warming = self._warmings.get(program.program_id) or self._warming(program)
         shape = warming.shape
         chunked = not (yield_on_tick and shape.ambiguous)
         while machine.state is MachineState.RUNNING:
             remaining = None if limit is None else limit - machine.ticks_used
             if remaining is not None and remaining <= 0:
                 break
-            compiled = self.compiled(program)
-            if compiled is not None:
-                return execute(machine, compiled, max_ticks=remaining, yield_on_tick=yield_on_tick)
-            if warming.ticks >= self.warmup_ticks:
+            changes = self._changes
+            if warming.seen != changes:  # else nothing landed since it last looked
+                compiled = self.compiled(program)
+                if compiled is not None:
+                    return execute(
+                        machine, compiled, max_ticks=remaining, yield_on_tick=yield_on_tick
+                    )
+                warming.seen = changes
+                warming.given_up = self._given_up(program)
+            if warming.ticks >= self.warmup_ticks and warming.seen == self._changes:
                 self._maybe_compile(program)
-            chunk = remaining if not chunked or self._given_up(program) else self._chunk(remaining)
+            chunk = remaining
+            if chunked and not warming.given_up and (chunk is None or chunk > self.chunk_ticks):
+                chunk = self.chunk_ticks
             before = machine.ticks_used
             machine.run(chunk, yield_on_tick=yield_on_tick)
             spent = machine.ticks_used - before
@@ -328,9 +352,6 @@ class FastTier:
             if chunk is None or (yield_on_tick and self._yielded(machine, shape, spent, chunk)):
                 break
         return machine.state
-
-    def _chunk(self, remaining: int | None) -> int:
-        return self.chunk_ticks if remaining is None else min(self.chunk_ticks, remaining)
 
     @staticmethod
     def _yielded(machine: Machine, shape: _TickShape, spent: int, chunk: int) -> bool:
@@ -350,14 +371,11 @@ class FastTier:
         return program.program_id in self._failed
 
     def _warming(self, program: ForgeProgram) -> _Warming:
-        """What ``auto`` keeps of a program it runs on the interpreter (one lookup a slice)."""
-        program_id = program.program_id
-        warming = self._warmings.get(program_id)
-        if warming is None:
-            warming = _Warming(_TickShape.of(program.code))
-            with self._lock:
-                warming = self._warmings.setdefault(program_id, warming)
-                _forget_oldest(self._warmings, self._bookkeeping_limit)
+        """What ``auto`` keeps of a program it runs on the interpreter, made on first use."""
+        warming = _Warming(_TickShape.of(program.code))
+        with self._lock:
+            warming = self._warmings.setdefault(program.program_id, warming)
+            _forget_oldest(self._warmings, self._bookkeeping_limit)
         return warming
 
 
