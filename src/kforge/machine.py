@@ -135,13 +135,6 @@ class _Fault(Exception):
         self.detail = detail
 
 
-class _Blocked(Exception):
-    """Raised by RECV on an empty inbound queue; never escapes ``step``."""
-
-    def __init__(self, channel: int) -> None:
-        self.channel = channel
-
-
 class Machine:
     """One Forge machine: registers, flags, memory, ticks and channels.
 
@@ -321,20 +314,17 @@ class Machine:
                 self._enter_fault(_Fault(FaultCode.INVALID_ADDRESS))
                 return
             insn = code[pc]
-            cost = costs[insn.opcode]
+            opcode = insn.opcode
+            cost = costs[opcode]
             if self.ticks_used + cost > self.tick_budget:
                 self._enter_fault(_Fault(FaultCode.OUT_OF_TICKS))
                 return
             self.ticks_used += cost  # the one place ticks are charged
             try:
-                execute[insn.opcode](self, insn)
+                execute[opcode](self, insn)
             except _Fault as fault:
                 self._enter_fault(fault)
-            except _Blocked as blocked:
-                self.ticks_used -= cost  # a blocked RECV is not charged
-                self.state = MachineState.BLOCKED
-                self.blocked_channel = blocked.channel
-            if yield_on_tick and insn.opcode == tick_opcode:
+            if yield_on_tick and opcode == tick_opcode:
                 return
 
     def _enter_fault(self, fault: _Fault) -> None:
@@ -928,7 +918,12 @@ def op_recv(m: Machine, insn: Instruction) -> None:
     channel = _channel(m, insn.imm, sending=False)
     queue = m.inbound.get(channel)
     if not queue:
-        raise _Blocked(channel)
+        # Performance note: blocking is no exception (one per host call's round trip); the
+        # loop sees the state.  The charge it made is given back: a blocked RECV is free.
+        m.ticks_used -= TICK_COSTS[insn.opcode]
+        m.state = MachineState.BLOCKED
+        m.blocked_channel = channel
+        return
     message = queue[0]
     count = min(len(message), m.registers[insn.rs2])
     address = _memory_range(m, m.registers[insn.rs1], count)
