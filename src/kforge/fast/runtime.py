@@ -14,8 +14,8 @@ buffer of exactly ``memory_quota`` bytes).  The machine holds its complete state
 whenever Python code can see it: registers and the rest are taken back at every
 exit, and the memory *is* the wasm memory.
 
-* The first call copies the machine's own buffer into the instance
-  (:mod:`kforge.fast.transfer`) and lets the buffer go.  A call with another
+* The first entry into compiled code copies the machine's own buffer into the
+  instance (:mod:`kforge.fast.transfer`) and lets the buffer go.  A call with another
   compiled program (another :class:`~kforge.fast.tiering.FastTier`, a recompile)
   or after the host replaced ``machine.memory`` copies again; nothing else does.
 * A bound instance is never in a pool.  The view keeps the instance alive (the
@@ -36,7 +36,10 @@ and take the state back.  Compiled code returns on HALT, a fault, a yielding
 TICK, or STEP: then the host executes one instruction with ``Machine.step()``
 (SEND, RECV and POLL, so channel semantics exist only in ``kforge.machine``; a
 block the remaining ticks cannot pay for whole; a pc in the middle of a block)
-and goes on.
+and goes on.  Entering compiled code costs a few microseconds, so a stretch that
+compiled code last ran for only a few ticks before a host instruction (a
+``SEND; RECV`` loop between its replies) runs on the interpreter instead (see
+``_loop``): a host call's round trip then costs about what it costs there.
 """
 
 from __future__ import annotations
@@ -410,10 +413,8 @@ def execute(
         machine.state = MachineState.RUNNING
     if machine.state is not MachineState.RUNNING:
         return machine.state
-    if not _state_fits(machine):
-        return machine.run(max_ticks, yield_on_tick=yield_on_tick)
     tick_limit = _UNLIMITED if max_ticks is None else machine.ticks_used + max_ticks
-    _loop(machine, compiled, _bind(machine, compiled), tick_limit, yield_on_tick)
+    _loop(machine, compiled, tick_limit, yield_on_tick)
     state = machine.state
     if state.is_final and machine.memory_quota <= SPARSE_ABOVE:
         unbind(machine)  # nothing will run it again: its instance can serve another machine
@@ -421,11 +422,7 @@ def execute(
 
 
 def _loop(
-    machine: Machine,
-    compiled: CompiledProgram,
-    instance: _Instance,
-    tick_limit: int,
-    yield_on_tick: bool,
+    machine: Machine, compiled: CompiledProgram, tick_limit: int, yield_on_tick: bool
 ) -> None:
     """Alternate compiled code and the reference interpreter until the slice ends.
 
@@ -436,7 +433,10 @@ def _loop(
     compiled code.  A short run that uses them all drops the mark (the code runs
     long after all).  Marks change only where the tiers take turns, never the
     machine's state.  A slice that yields on TICK in a program with TICKs steps
-    instead (a run could not tell a TICK it ended on).
+    instead (a run could not tell a TICK it ended on).  The machine is bound to its
+    instance when compiled code is first entered (a slice the interpreter runs whole
+    needs none); a machine whose state compiled code could not take (it always can)
+    runs the rest of the slice on the interpreter.
     """
     plan = compiled.plan
     code, enterable, sync, short = plan.code, plan.enterable, compiled.sync, compiled.short
@@ -445,6 +445,7 @@ def _loop(
     running = MachineState.RUNNING
     tick = Opcode.TICK
     runs_short = not (yield_on_tick and plan.has_tick)
+    instance: _Instance | None = None
     while machine.state is running and machine.ticks_used < tick_limit:
         pc = machine.pc
         if pc >= length:
@@ -460,6 +461,11 @@ def _loop(
                     short[marked] = 0
                 continue
         if enterable[pc]:
+            if instance is None:
+                if not _state_fits(machine):
+                    machine.run(tick_limit - machine.ticks_used, yield_on_tick=yield_on_tick)
+                    return
+                instance = _bind(machine, compiled)
             before = machine.ticks_used
             if instance.enter(machine, sync, tick_limit, yield_on_tick) != _STEP:
                 return
