@@ -54,6 +54,27 @@ SITE_INFO: Final = "rt$site_info"
 SITE_INFO_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
 #: Functions every program links: the error raised by a failed stack check.
 STACK_OVERFLOW: Final = "rt_stack_overflow"
+#: The allocation slow path (``alloc`` calls it when the heap pointer meets the limit):
+#: generated code that saves every register below ``LIM`` (in the emergency reserve),
+#: calls :data:`GC_SLOW` (the collector's allocator, ``runtime/gc.py``), restores them
+#: and returns the address, or jumps to :data:`OUT_OF_MEMORY` when it got none.  Its
+#: callers see it change only ``r1``, so their registers are allocated as they were
+#: before the collector existed, and it counts for the stack depth what the error it
+#: replaces counted: the collector's own frames live in the emergency reserve.
+GC_ALLOC: Final = "gc_alloc"
+GC_SLOW: Final = "gc_alloc_slow"
+OUT_OF_MEMORY: Final = "out_of_memory"
+GC_ALLOC_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
+#: The registers the allocation slow path saves, and the word (from ``LIM``) each goes
+#: to: r1..r248 at their own number, r255 at 249 (see ``runtime/gc.py``).
+GC_SAVED: Final = (*range(1, 249), 255)
+GC_SAVE_SLOT: Final = {register: min(register, 249) for register in GC_SAVED}
+#: Constants the runtime reads as ``data_address(NAME)``: the end of the data section
+#: (where the environment block starts), the top of the memory the program is compiled
+#: for, and the return address of the start code's call (the bottom of the stack).
+DATA_END: Final = "rt$data_end"
+MEMORY_TOP: Final = "rt$memory_top"
+BOTTOM_RETURN: Final = "rt$bottom_return"
 #: Bytes of slack per frame for the two words an indirect call pushes before RET.
 _FRAME_SLACK: Final = 16
 
@@ -187,6 +208,10 @@ class _Code:
         self._run_function = -1
         self._run_loc: Loc | None = None
         self._run_key: tuple[int, int, int] | None = None
+        #: LI instructions that load the end of the data section (known once it is laid out).
+        self.data_end_fixups: list[int] = []
+        #: Values of the constants named like data items (see DATA_END).
+        self.constants: dict[str, int] = {}
 
     def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
         if self.loc is not self._run_loc or self.function != self._run_function:
@@ -276,6 +301,8 @@ def emit_program(unit: Unit) -> Emitted:
                         clobbers[id(insn)] = 0
                     elif callee == SITE_INFO:
                         clobbers[id(insn)] = SITE_INFO_CLOBBER
+                    elif callee == GC_ALLOC:
+                        clobbers[id(insn)] = GC_ALLOC_CLOBBER
                     elif (
                         component_of.get(callee) == component_of[name] or callee not in allocations
                     ):
@@ -306,6 +333,8 @@ def emit_program(unit: Unit) -> Emitted:
             depth[name] = _frame_depth(
                 functions[name], summaries[name], allocations[name], depth, checked, component_of
             )
+            if name == GC_ALLOC:  # see GC_ALLOC: what the error path it replaces counted
+                depth[name] = depth.get(OUT_OF_MEMORY, 0)
         raises = any(
             functions[name].noreturn
             or any(
@@ -355,6 +384,10 @@ def emit_program(unit: Unit) -> Emitted:
     for name in order:
         if name == SITE_INFO:
             continue
+        if name == GC_ALLOC:
+            code.function = function_numbers[name]
+            _emit_gc_alloc(code, sites)
+            continue
         function = functions[name]
         code.function = function_numbers[name]
         _emit_function(
@@ -374,6 +407,8 @@ def emit_program(unit: Unit) -> Emitted:
         code.labels[SITE_INFO] = code.here
         _emit_site_table(code, sites)
 
+    for index in code.data_end_fixups:  # the data is all placed: only padding is left
+        code.patch(index, (len(data.blob) + 7) & ~7)
     instructions = code.instructions()
     program_data = data.finish()
     debug = DebugInfo(infos, code.runs)
@@ -491,9 +526,24 @@ def _site_info_placeholder() -> Function:
     return function
 
 
+def _gc_alloc_placeholder() -> Function:
+    """Stands in for the generated allocation slow path while the call graph is analysed
+    (it calls the collector's allocator and, on failure, the out-of-memory error)."""
+    from kforge.starlark.builder import Builder
+
+    function = Function(GC_ALLOC, 1)
+    builder = Builder(function)
+    address = builder.call(GC_SLOW, builder.params(1))
+    builder.call(OUT_OF_MEMORY, [], result=False)
+    builder.ret(address)
+    return function
+
+
 def _reachable(unit: Unit) -> dict[str, Function]:
     if SITE_INFO not in unit.functions:
         unit.functions[SITE_INFO] = _site_info_placeholder()
+    if GC_ALLOC not in unit.functions:
+        unit.functions[GC_ALLOC] = _gc_alloc_placeholder()
     seen: dict[str, Function] = {}
     stack = [unit.entry, STACK_OVERFLOW, SITE_INFO]
     while stack:
@@ -632,6 +682,8 @@ def _emit_start(
     code.emit(Opcode.LOAD, SCRATCH_A, ZERO, imm=max(unit.memory_size - 1, 0))
     code.emit_to(Opcode.JLT, "rt$no_memory", rs1=LIM, rs2=HP)
     code.emit_to(Opcode.CALL, unit.entry)
+    code.constants[BOTTOM_RETURN] = code.here
+    code.constants[MEMORY_TOP] = top
     sites.append((code.here, site_word(0, SiteKind.BOTTOM)))
     code.all_sites.append(sites[-1])
     code.emit(Opcode.HALT)
@@ -707,6 +759,10 @@ def _emit_function(
                 ref = insn.ref
                 if ref is None:
                     code.emit(Opcode.LI, reg(insn.dst), imm=insn.imm)
+                elif isinstance(ref, DataRef) and ref.name == DATA_END:
+                    code.data_end_fixups.append(code.emit(Opcode.LI, reg(insn.dst)))
+                elif isinstance(ref, DataRef) and ref.name in code.constants:
+                    code.emit(Opcode.LI, reg(insn.dst), imm=code.constants[ref.name])
                 elif isinstance(ref, DataRef):
                     code.emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
                 elif isinstance(ref, CodeRef):
@@ -897,6 +953,23 @@ def _emit_branch(
         code.emit_to(Opcode.JLT, true_label, rs1=a, rs2=b)
     if if_false != following:
         code.emit_to(Opcode.JMP, false_label)
+
+
+def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]]) -> None:
+    """The allocation slow path (see :data:`GC_ALLOC`): ``r1`` is the size wanted."""
+    code.loc = None
+    code.labels[GC_ALLOC] = code.here
+    for register in GC_SAVED:
+        code.emit(Opcode.STOREW, 0, register, LIM, imm=8 * GC_SAVE_SLOT[register])
+    code.emit_to(Opcode.CALL, GC_SLOW)
+    word = site_word(0, SiteKind.RUNTIME)
+    sites.append((code.here, word))
+    code.all_sites.append((code.here, word))
+    for register in GC_SAVED:
+        if register != RESULT:
+            code.emit(Opcode.LOADW, register, LIM, imm=8 * GC_SAVE_SLOT[register])
+    code.emit_to(Opcode.JZ, OUT_OF_MEMORY, rs1=RESULT)
+    code.emit(Opcode.RET)
 
 
 def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
