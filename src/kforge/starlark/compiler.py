@@ -41,6 +41,7 @@ RUNTIME_MODULES: Final = tuple(
     f"kforge.starlark.runtime.{name}"
     for name in (
         "core",
+        "gc",
         "values",
         "ints",
         "bigint",

@@ -66,7 +66,13 @@ TAG_BLOCK: Final = 15
 TAG_STRING_ELEMS: Final = 16  # the iterable view of str.elems() / bytes.elems()
 #: A growable byte buffer (output and string building): not a Starlark value.
 TAG_BUFFER: Final = 17
-TAG_COUNT: Final = 18
+#: A run of free heap memory (made by the collector): header, size in bytes, next run.
+TAG_FREE: Final = 18
+#: A raw block whose words are all values (or 0): list items, scratch arrays of values.
+TAG_VBLOCK: Final = 19
+#: A raw block of dict entries (hash, key, value triples; only keys and values are values).
+TAG_EBLOCK: Final = 20
+TAG_COUNT: Final = 21
 
 TAG_MASK: Final = 0xFF
 
@@ -76,6 +82,8 @@ TAG_MASK: Final = 0xFF
 FLAG_FROZEN: Final = 1 << 8
 #: The object lives in the data section (never freed, never moved).
 FLAG_STATIC: Final = 1 << 9
+#: Set on a heap object the collector found reachable (only while it runs).
+FLAG_MARK: Final = 1 << 15
 
 # -- object fields (byte offsets from the object's address) ---------------------------
 
@@ -191,6 +199,11 @@ FLOAT_SIZE: Final = 16
 # raw block: header, capacity in bytes, then the bytes (or words)
 BLOCK_CAP: Final = 8
 BLOCK_DATA: Final = 16
+
+# free run (heap memory the collector found unused): header, size in bytes, next run
+FREE_SIZE: Final = 8
+FREE_NEXT: Final = 16
+FREE_MIN: Final = 24
 
 # byte buffer: header, length, capacity, address of the bytes (a raw block's data)
 BUF_LEN: Final = 8

@@ -5,7 +5,7 @@ Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
@@ -47,6 +47,9 @@ SITE_CATCH: Final = 3
 SITE_BUILTIN_FRAME: Final = 1 << 10
 
 _in_error = Global(__name__)
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.gc import heap_floor
+    from kforge.starlark.runtime.generated import gc_alloc
 _caught = Global(__name__)
 _out = Global(__name__)
 #: The environment block the machine laid out (address and length), saved at start.
@@ -58,13 +61,14 @@ environment_length = Global(__name__)
 
 
 def alloc(size: int) -> int:
-    """``size`` bytes of zeroed heap, 8-aligned; a Starlark error when there is no room."""
+    """``size`` bytes of zeroed heap, 8-aligned; a Starlark error when there is no room.
+    Past the limit, the slow path (``gc_alloc``) collects garbage and tries again."""
     p = heap_pointer()
     if size > heap_limit() - p:
-        out_of_memory()
+        return gc_alloc(size)
     top = p + ((size + 7) & ~7)
     if top > heap_limit():
-        out_of_memory()
+        return gc_alloc(size)
     set_heap_pointer(top)
     return p
 
@@ -72,7 +76,10 @@ def alloc(size: int) -> int:
 def heap_release(mark: int) -> None:
     """Give back the heap above ``mark`` (the heap pointer some time before): for
     temporaries only, made since by code that kept nothing of them (memory above the
-    heap pointer must be zeros)."""
+    heap pointer must be zeros).  After a collection since the mark, nothing is given
+    back (the free runs it made may lie above the mark; the next collection frees it)."""
+    if mark < heap_floor.value:
+        return
     p = mark
     top = heap_pointer()
     while p < top:

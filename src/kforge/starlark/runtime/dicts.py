@@ -73,7 +73,7 @@ def dict_resize(d: int, capacity: int) -> None:
     old = load(d + L.DICT_ENTRIES)
     end = old + ENTRY * load(d + L.DICT_USED)
     block = alloc(L.BLOCK_DATA + ENTRY * capacity)
-    store(block, L.TAG_BLOCK)
+    store(block, L.TAG_EBLOCK)
     store(block + L.BLOCK_CAP, ENTRY * capacity)
     entries = block + L.BLOCK_DATA
     target = entries

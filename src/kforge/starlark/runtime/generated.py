@@ -13,7 +13,7 @@ from typing import Final
 from kforge.starlark.runtime.intrinsics import NotRuntimeCode
 
 #: Names of functions the runtime may call that the compiler makes per program.
-EXTERNAL: Final = frozenset({"method_number", "method_names"})
+EXTERNAL: Final = frozenset({"method_number", "method_names", "gc_alloc"})
 
 
 def method_number(tag: int, name: int) -> int:
@@ -24,3 +24,9 @@ def method_number(tag: int, name: int) -> int:
 def method_names(tag: int) -> int:
     """A static tuple of the sorted method names of type ``tag``."""
     raise NotRuntimeCode(method_names.__name__)
+
+
+def gc_alloc(size: int) -> int:
+    """``size`` bytes from the allocation slow path (see ``kforge.starlark.emit.GC_ALLOC``):
+    every register but ``r1`` kept; the out-of-memory error when there is no room."""
+    raise NotRuntimeCode(gc_alloc.__name__)

@@ -30,7 +30,7 @@ def items_block(capacity: int) -> int:
     """A raw block of ``capacity`` words; returns the address of its first word."""
     if capacity > (1 << 36):
         error(text("list too large"), 0)
-    block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + 8 * capacity)
+    block = alloc_object(L.TAG_VBLOCK, L.BLOCK_DATA + 8 * capacity)
     store(block + L.BLOCK_CAP, 8 * capacity)
     return block + L.BLOCK_DATA
 

@@ -1,0 +1,371 @@
+"""The garbage collector: non-moving mark-sweep, run only when an allocation fails.
+
+Runtime dialect (see :mod:`kforge.starlark.lowlevel`).  ``alloc`` bumps the heap
+pointer; when the bump would cross the limit it calls the generated slow path
+``gc_alloc`` (:data:`kforge.starlark.emit.GC_ALLOC`), which saves every register in
+the emergency reserve just above ``LIM`` and calls :func:`gc_alloc_slow`: first a free
+run the last sweep found, else a collection, then a free run or the top of the heap
+again, else 0 (the out-of-memory error).  docs/starlark.md (*Memory*) explains it.
+
+The emergency reserve (``core.EMERGENCY`` bytes above ``LIM``, used by nothing else
+while no error is being reported) holds, from ``LIM``: the saved registers
+(``GC_SAVE_END`` bytes), the window's bitmap of object starts, the mark stack; the
+collector's own frames sit above that, below the stack of the program.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from kforge.starlark import layout as L
+from kforge.starlark.runtime.intrinsics import (
+    Global,
+    data_address,
+    heap_limit,
+    heap_pointer,
+    load,
+    set_heap_pointer,
+    store,
+)
+
+#: Where the slow path saved r1..r248 (at their numbers) and r255 (at 249), from LIM.
+GC_SAVE_END: Final = 8 * 250
+#: The bitmap of object starts in the heap window being matched with the roots.
+GC_BITMAP: Final = 2048
+GC_BITMAP_WORDS: Final = 64
+#: Bytes of heap one window covers (a bit per word).
+GC_WINDOW: Final = GC_BITMAP_WORDS * 64 * 8
+#: The mark stack (object addresses still to trace).
+GC_STACK: Final = GC_BITMAP + 8 * GC_BITMAP_WORDS
+GC_STACK_WORDS: Final = 64
+#: Where the collector's own frames may begin (below the program's stack).
+GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
+#: The emergency reserve's size (``core.EMERGENCY``): the program's stack lies above it.
+_EMERGENCY: Final = 4096
+
+#: 0 while some runtime code still makes heap blocks the collector cannot walk (scratch
+#: arrays allocated without a header: see docs/starlark.md, *Memory*): the slow path
+#: then fails as the allocation did before the collector existed.
+GC_ENABLED: Final = 0
+
+_free_runs = Global(__name__)
+#: The heap pointer after the last collection: every free run lies below it, so a
+#: temporary given back above it (``heap_release``) holds no run.
+heap_floor = Global(__name__)
+_heap_base = Global(__name__)
+_mark_count = Global(__name__)
+_mark_overflow = Global(__name__)
+_mark_base = Global(__name__)
+_mark_top = Global(__name__)
+#: Collections run so far (for tests and ``--profile``-style figures).
+gc_collections = Global(__name__)
+
+
+def gc_alloc_slow(size: int) -> int:
+    """``size`` bytes of zeroed heap when the bump allocation failed; 0 if none."""
+    if GC_ENABLED == 0 or _in_error.value != 0 or size > (1 << 40):
+        return 0
+    need = (size + 7) & ~7
+    p = take_free_run(need)
+    if p != 0:
+        return p
+    if gc_collect() == 0:
+        return 0
+    p = take_free_run(need)
+    if p != 0:
+        return p
+    top = heap_pointer()
+    if need > heap_limit() - top:
+        return 0
+    set_heap_pointer(top + need)
+    return top
+
+
+def take_free_run(need: int) -> int:
+    """The first free run of at least ``need`` bytes, cut to ``need`` (zeroed); or 0."""
+    previous = 0
+    run = _free_runs.value
+    while run != 0:
+        size = load(run + L.FREE_SIZE)
+        following = load(run + L.FREE_NEXT)
+        if size >= need:
+            store(run, 0)
+            store(run + L.FREE_SIZE, 0)
+            store(run + L.FREE_NEXT, 0)
+            rest = size - need
+            if rest >= L.FREE_MIN:
+                remainder = run + need
+                store(remainder, L.TAG_FREE)
+                store(remainder + L.FREE_SIZE, rest)
+                store(remainder + L.FREE_NEXT, following)
+                following = remainder
+            if previous == 0:
+                _free_runs.value = following
+            else:
+                store(previous + L.FREE_NEXT, following)
+            return run
+        previous = run
+        run = following
+    return 0
+
+
+def heap_base() -> int:
+    """Where the heap starts (after the data and the environment block), or 0 when the
+    collector cannot run: the program runs in more memory than it was compiled for, so
+    its stack is not where the collector would look for it."""
+    base = _heap_base.value
+    if base != 0:
+        return base
+    top = data_address("rt$memory_top")
+    if load(top - 8) != data_address("rt$bottom_return"):
+        return 0
+    q = data_address("rt$data_end")
+    count = load(q)
+    q += 8
+    i = 0
+    while i < count:
+        q += 8 + ((load(q) + 7) & ~7)
+        q += 8 + ((load(q) + 7) & ~7)
+        i += 1
+    _heap_base.value = q
+    return q
+
+
+def block_size(p: int) -> int:
+    """The bytes of the heap block at ``p`` (a zero word is a gap of 8); 0 if its header
+    is not one the heap may hold (the heap cannot be walked)."""
+    header = load(p)
+    if header == 0:
+        return 8
+    tag = header & L.TAG_MASK
+    if tag == L.TAG_STRING or tag == L.TAG_BYTES:
+        return (L.STR_DATA + load(p + L.STR_LEN) + 7) & ~7
+    if tag == L.TAG_BIGINT:
+        return L.BIGINT_LIMBS + 8 * (load(p + L.BIGINT_INFO) & L.LIMB_MASK)
+    if tag == L.TAG_TUPLE:
+        return L.TUPLE_ITEMS + 8 * load(p + L.TUPLE_LEN)
+    if tag == L.TAG_BLOCK or tag == L.TAG_VBLOCK or tag == L.TAG_EBLOCK:
+        return L.BLOCK_DATA + ((load(p + L.BLOCK_CAP) + 7) & ~7)
+    if tag == L.TAG_FREE:
+        return load(p + L.FREE_SIZE)
+    if tag == L.TAG_FLOAT or tag == L.TAG_CELL:
+        return 16
+    if tag == L.TAG_LIST or tag == L.TAG_RANGE:
+        return 40
+    if tag == L.TAG_DICT:
+        return L.DICT_SIZE
+    if tag == L.TAG_FUNCTION:
+        return L.FUNC_SIZE
+    if tag == L.TAG_BUILTIN or tag == L.TAG_BUFFER:
+        return 32
+    if tag == L.TAG_MODULE or tag == L.TAG_STRING_ELEMS:
+        return 24
+    return 0
+
+
+def heap_walkable(base: int, top: int) -> int:
+    """1 if the blocks from ``base`` end exactly at ``top``."""
+    q = base
+    while q < top:
+        size = block_size(q)
+        if size == 0 or size > top - q:
+            return 0
+        q += size
+    return 1
+
+
+def gc_collect() -> int:
+    """Mark what the roots reach, sweep the rest into free runs; 0 if it cannot run."""
+    base = heap_base()
+    if base == 0:
+        return 0
+    top = heap_pointer()
+    if heap_walkable(base, top) == 0:
+        return 0
+    gc_collections.value = gc_collections.value + 1
+    _free_runs.value = 0
+    _mark_base.value = base
+    _mark_top.value = top
+    _mark_count.value = 0
+    _mark_overflow.value = 0
+    mark_roots(base, top)
+    while _mark_overflow.value != 0:
+        _mark_overflow.value = 0
+        q = base
+        while q < top:
+            if load(q) & L.FLAG_MARK:
+                trace(q)
+                drain()
+            q += block_size(q)
+    sweep(base, top)
+    return 1
+
+
+def mark_roots(base: int, top: int) -> None:
+    """Mark what the saved registers, the stack and the data section point into, a
+    window of the heap at a time: the window's object starts go into a bitmap, then
+    every root word inside the window finds the object that contains it."""
+    bitmap = heap_limit() + GC_BITMAP
+    low = base
+    q = base
+    carry = 0
+    while low < top:
+        high = low + GC_WINDOW
+        if high > top:
+            high = top
+        i = 0
+        while i < GC_BITMAP_WORDS:
+            store(bitmap + 8 * i, 0)
+            i += 1
+        last = carry
+        while q < high:
+            header = load(q)
+            if header != 0 and (header & L.TAG_MASK) != L.TAG_FREE:
+                bit = (q - low) >> 3
+                word = bitmap + 8 * (bit >> 6)
+                store(word, load(word) | (1 << (bit & 63)))
+                last = q
+            q += block_size(q)
+        limit = heap_limit()
+        mark_range(limit + 8, limit + GC_SAVE_END, low, high, carry)
+        mark_range(limit + _EMERGENCY, data_address("rt$memory_top"), low, high, carry)
+        mark_range(8, data_address("rt$data_end"), low, high, carry)
+        drain()
+        carry = last
+        low = high
+
+
+def mark_range(start: int, end: int, low: int, high: int, carry: int) -> None:
+    """Mark the objects of the window [low, high) that the words in [start, end) point
+    into (``carry`` is the object that began before the window, or 0)."""
+    bitmap = heap_limit() + GC_BITMAP
+    p = start
+    while p < end:
+        w = load(p)
+        p += 8
+        if w < low or w >= high or (w & 7) != 0:
+            continue
+        bit = (w - low) >> 3
+        index = bit >> 6
+        bits = load(bitmap + 8 * index) & ((2 << (bit & 63)) - 1)
+        while bits == 0 and index > 0:
+            index -= 1
+            bits = load(bitmap + 8 * index)
+        owner = carry
+        if bits != 0:
+            position = 63
+            while ((bits >> position) & 1) == 0:
+                position -= 1
+            owner = low + 8 * (64 * index + position)
+        if owner != 0 and w - owner < block_size(owner):
+            mark(owner)
+
+
+def mark(p: int) -> None:
+    """Mark the heap object at ``p`` and queue it for tracing."""
+    header = load(p)
+    if header & L.FLAG_MARK:
+        return
+    store(p, header | L.FLAG_MARK)
+    count = _mark_count.value
+    if count == GC_STACK_WORDS:
+        _mark_overflow.value = 1
+        return
+    store(heap_limit() + GC_STACK + 8 * count, p)
+    _mark_count.value = count + 1
+
+
+def mark_value(v: int) -> None:
+    """Mark ``v`` if it is a heap object (a value word: 0, a small int or an address)."""
+    if (v & 7) == 0 and v >= _mark_base.value and v < _mark_top.value:
+        mark(v)
+
+
+def drain() -> None:
+    count = _mark_count.value
+    while count != 0:
+        count -= 1
+        _mark_count.value = count
+        trace(load(heap_limit() + GC_STACK + 8 * count))
+        count = _mark_count.value
+
+
+def trace(p: int) -> None:
+    """Mark what the object at ``p`` refers to, by its layout."""
+    tag = load(p) & L.TAG_MASK
+    if tag == L.TAG_TUPLE:
+        n = load(p + L.TUPLE_LEN)
+        i = 0
+        while i < n:
+            mark_value(load(p + L.TUPLE_ITEMS + 8 * i))
+            i += 1
+    elif tag == L.TAG_VBLOCK:
+        end = p + L.BLOCK_DATA + load(p + L.BLOCK_CAP)
+        q = p + L.BLOCK_DATA
+        while q < end:
+            mark_value(load(q))
+            q += 8
+    elif tag == L.TAG_EBLOCK:
+        end = p + L.BLOCK_DATA + load(p + L.BLOCK_CAP)
+        q = p + L.BLOCK_DATA
+        while q < end:
+            mark_value(load(q + 8))
+            mark_value(load(q + 16))
+            q += L.DICT_ENTRY_SIZE
+    elif tag == L.TAG_LIST:
+        mark_value(load(p + L.LIST_ITEMS) - L.BLOCK_DATA)
+    elif tag == L.TAG_DICT:
+        mark_value(load(p + L.DICT_ENTRIES) - L.BLOCK_DATA)
+        mark_value(load(p + L.DICT_INDEX) - L.BLOCK_DATA)
+    elif tag == L.TAG_BUFFER:
+        mark_value(load(p + L.BUF_DATA) - L.BLOCK_DATA)
+    elif tag == L.TAG_FUNCTION:
+        mark_value(load(p + L.FUNC_DEFAULTS))
+        mark_value(load(p + L.FUNC_CELLS))
+    elif tag == L.TAG_BUILTIN:
+        mark_value(load(p + L.BUILTIN_RECEIVER))
+        mark_value(load(p + L.BUILTIN_NAME))
+    elif tag == L.TAG_CELL:
+        mark_value(load(p + L.CELL_VALUE))
+    elif tag == L.TAG_MODULE:
+        mark_value(load(p + L.MODULE_NAME))
+        mark_value(load(p + L.MODULE_MEMBERS))
+    elif tag == L.TAG_STRING_ELEMS:
+        mark_value(load(p + L.ELEMS_STRING))
+
+
+def sweep(base: int, top: int) -> None:
+    """Unmark the live, zero the rest into free runs (in address order); a free stretch
+    at the top gives its room back to the heap pointer."""
+    last = 0
+    q = base
+    while q < top:
+        header = load(q)
+        size = block_size(q)
+        if header & L.FLAG_MARK:
+            store(q, header & ~L.FLAG_MARK)
+            q += size
+            continue
+        start = q
+        while q < top and (load(q) & L.FLAG_MARK) == 0:
+            size = block_size(q)
+            end = q + size
+            while q < end:
+                store(q, 0)
+                q += 8
+        if q == top:
+            set_heap_pointer(start)
+            break
+        if q - start >= L.FREE_MIN:
+            store(start, L.TAG_FREE)
+            store(start + L.FREE_SIZE, q - start)
+            if last == 0:
+                _free_runs.value = start
+            else:
+                store(last + L.FREE_NEXT, start)
+            last = start
+    heap_floor.value = heap_pointer()
+
+
+if TYPE_CHECKING:
+    from kforge.starlark.runtime.core import _in_error
