@@ -43,7 +43,7 @@ from kforge.starlark.runtime.intrinsics import (
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
-        alloc,
+        alloc_block,
         alloc_object,
         buf_byte,
         buf_decimal,
@@ -128,7 +128,7 @@ def big_view(v: int, slot: int) -> int:
         return v
     slots = _bigint_operand_slots.value
     if slots == 0:
-        slots = alloc(2 * _SLOT)
+        slots = alloc_block(L.TAG_BLOCK, 2 * _SLOT)  # two big ints in one raw block
         store(slots, L.TAG_BIGINT)
         store(slots + _SLOT, L.TAG_BIGINT)
         _bigint_operand_slots.value = slots
@@ -190,6 +190,8 @@ def big_finish(r: int, count: int, sign: int) -> int:
                     store(p, 0)
                     p += 8
                 set_heap_pointer(r)
+            else:  # a block the collector can still walk past (it is garbage)
+                store(r + L.BIGINT_INFO, count)
             if sign != 0:
                 return ((0 - m) << 1) | 1
             return (m << 1) | 1
@@ -208,7 +210,7 @@ def scratch(words: int) -> int:
             wanted = words
         if wanted < 64:
             wanted = 64
-        _bigint_scratch.value = alloc(8 * wanted)
+        _bigint_scratch.value = alloc_block(L.TAG_BLOCK, 8 * wanted)
         _bigint_scratch_words.value = wanted
     return _bigint_scratch.value
 

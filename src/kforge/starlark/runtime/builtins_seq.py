@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.calls import call_value
     from kforge.starlark.runtime.core import (
         alloc,
+        alloc_block,
         buf_decimal,
         buf_new,
         buf_str,
@@ -138,6 +139,14 @@ def builtin_enumerate(x: int, start: int) -> int:
         return result
     size = L.TUPLE_ITEMS + 16
     pair = alloc(size * n)
+    if first + (1 << 62) >= (1 << 63) - n:
+        # some index is a big int, made while the tuples after it are still unwritten:
+        # give them their headers first, so that a collection can walk past them
+        q = pair
+        while q < pair + size * n:
+            store(q, L.TAG_TUPLE)
+            store(q + L.TUPLE_LEN, 2)
+            q += size
     source = items_address(seq)
     target = load(result + L.LIST_ITEMS)
     end = target + 8 * n
@@ -236,7 +245,7 @@ def builtin_sorted(x: int, key: int, reverse: int) -> int:
     values = load(result + L.LIST_ITEMS)
     keys = values
     if key != 0 and n > 0:
-        keys = alloc(8 * n)
+        keys = alloc_block(L.TAG_VBLOCK, 8 * n)
         argument = tuple_with(1)
         i = 0
         while i < n:

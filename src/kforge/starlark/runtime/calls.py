@@ -26,7 +26,7 @@ from kforge.starlark.runtime.intrinsics import (
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
-        alloc,
+        alloc_block,
         alloc_object,
         buf_decimal,
         buf_new,
@@ -92,7 +92,7 @@ def bind_arguments(fn: int, args: int, kwargs: int) -> int:
     has_varargs = flags & L.DESC_HAS_VARARGS
     has_kwargs = (flags & L.DESC_HAS_KWARGS) >> 1
     total = nparams + has_varargs + has_kwargs
-    slots = alloc(8 * total + 8)
+    slots = alloc_block(L.TAG_VBLOCK, 8 * total + 8)
     nargs = load(args + L.TUPLE_LEN)
     nkeywords = 0
     if kwargs != 0:
@@ -298,7 +298,7 @@ def bind_builtin(desc: int, args: int, kwargs: int) -> int:
     flags = load(desc + L.BDESC_FLAGS)
     keywords_allowed = load(desc + L.BDESC_KEYWORDS)
     total = nparams + nkwonly
-    slots = alloc(8 * total + 24)
+    slots = alloc_block(L.TAG_VBLOCK, 8 * total + 24)
     nargs = load(args + L.TUPLE_LEN)
     nkeywords = 0
     if kwargs != 0:
@@ -394,7 +394,7 @@ def error_builtin_keyword(name: int, text: int, key: int) -> None:
 def error_unexpected_keyword(desc: int, name: int, key: int, total: int, allowed: int) -> None:
     """``NAME: unexpected keyword argument "key"``, with the nearest parameter that may
     be given by keyword as a hint."""
-    candidates = alloc(8 * total + 8)
+    candidates = alloc_block(L.TAG_VBLOCK, 8 * total + 8)
     count = 0
     j = 0
     while j < total:
@@ -480,7 +480,7 @@ def folded_name(s: int) -> int:
     """A scratch copy of a str's bytes (length word, then bytes) without underscores and
     with ASCII capitals lowered."""
     n = load(s + L.STR_LEN)
-    out = alloc(n + 8)
+    out = alloc_block(L.TAG_BLOCK, n + 8)
     length = 0
     i = 0
     while i < n:
@@ -504,7 +504,7 @@ def edit_distance(a: int, b: int) -> int:
         b = t
     na = load(a)
     nb = load(b)
-    row = alloc(8 * nb + 8)
+    row = alloc_block(L.TAG_BLOCK, 8 * nb + 8)
     j = 0
     while j <= nb:
         store(row + 8 * j, j)

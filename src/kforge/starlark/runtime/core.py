@@ -76,10 +76,18 @@ def alloc(size: int) -> int:
 def heap_release(mark: int) -> None:
     """Give back the heap above ``mark`` (the heap pointer some time before): for
     temporaries only, made since by code that kept nothing of them (memory above the
-    heap pointer must be zeros).  After a collection since the mark, nothing is given
-    back (the free runs it made may lie above the mark; the next collection frees it)."""
-    if mark < heap_floor.value:
+    heap pointer must be zeros).  When a collection may have run since the mark (the
+    mark is not above the heap's top when the last one ran), nothing is given back:
+    the heap above the mark may hold free runs and blocks cut from them, and the next
+    collection frees the temporaries anyway."""
+    if mark <= heap_floor.value:
         return
+    heap_give_back(mark)
+
+
+def heap_give_back(mark: int) -> None:
+    """Zero the heap above ``mark`` and lower the heap pointer to it (no collection may
+    have run since the heap pointer was ``mark``)."""
     p = mark
     top = heap_pointer()
     while p < top:
@@ -92,6 +100,16 @@ def alloc_object(tag: int, size: int) -> int:
     p = alloc(size)
     store(p, tag)
     return p
+
+
+def alloc_block(tag: int, size: int) -> int:
+    """A zeroed block of ``size`` bytes for the runtime's own use, with the header the
+    collector walks the heap by: ``TAG_VBLOCK`` if it holds values (which it traces),
+    ``TAG_BLOCK`` for bytes and raw words.  Returns the address of its first byte."""
+    block = alloc(L.BLOCK_DATA + size)
+    store(block, tag)
+    store(block + L.BLOCK_CAP, size)
+    return block + L.BLOCK_DATA
 
 
 @noreturn
@@ -229,8 +247,9 @@ def error(message: int, builtin: int) -> None:
     _in_error.value = 1
     set_heap_limit(heap_limit() + EMERGENCY)
     keep = TRACEBACK_KEEP
-    inner = alloc(8 * keep)
-    outer = alloc(8 * keep)
+    mark = heap_pointer()
+    inner = alloc_block(L.TAG_BLOCK, 8 * keep)
+    outer = alloc_block(L.TAG_BLOCK, 8 * keep)
     total = 0
     seen_starlark = 0
     return_address = pop()
@@ -238,6 +257,9 @@ def error(message: int, builtin: int) -> None:
         info = site_info(return_address)
         kind = (info >> 8) & 3
         if kind == SITE_CATCH:
+            # the catch lowers the limit again: what the traceback took above it goes
+            # back (no collection runs while an error is being raised)
+            heap_give_back(mark)
             _in_error.value = 0
             _caught.value = message
             jump_address(return_address)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
         big_prepare,
     )
     from kforge.starlark.runtime.core import (
-        alloc,
+        alloc_block,
         buf_byte,
         buf_decimal,
         buf_new,
@@ -275,7 +275,7 @@ def mp_digit(r: int, s: int) -> int:
 def digits_scratch() -> int:
     p = _float_scratch.value
     if p == 0:
-        p = alloc(_SCRATCH)
+        p = alloc_block(L.TAG_BLOCK, _SCRATCH)
         _float_scratch.value = p
     return p
 

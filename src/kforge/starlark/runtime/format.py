@@ -16,7 +16,7 @@ from kforge.starlark.runtime.intrinsics import FLOATS, Global, load, loadb, sar,
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_write_decimal
     from kforge.starlark.runtime.core import (
-        alloc,
+        alloc_block,
         buf_byte,
         buf_decimal,
         buf_new,
@@ -213,7 +213,7 @@ def enter(v: int) -> int:
     """Note that container ``v`` is being written; 0 if it already is (a cycle)."""
     active = _active.value
     if active == 0:
-        active = alloc(8 * _ACTIVE_MAX)
+        active = alloc_block(L.TAG_VBLOCK, 8 * _ACTIVE_MAX)
         _active.value = active
     count = _active_count.value
     i = 0

@@ -24,7 +24,7 @@ from kforge.starlark.runtime.intrinsics import Global, heap_pointer, load, set_h
 from kforge.starlark.runtime.values import COMPARE_DEPTH, FAILED
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc
+    from kforge.starlark.runtime.core import alloc_block
     from kforge.starlark.runtime.lists import copy_words
     from kforge.starlark.runtime.values import big_compare, bytes_compare, order_within
 
@@ -219,7 +219,7 @@ def merge_sort(n: int) -> None:
     size = 8 * half
     if _keys.value != _values.value:
         size = 16 * half
-    scratch = alloc(size)
+    scratch = alloc_block(L.TAG_VBLOCK, size)
     width = RUN
     while width < n:
         low = 0
@@ -231,11 +231,12 @@ def merge_sort(n: int) -> None:
             low = high
         width = width * 2
     if heap_pointer() == scratch + size:  # nothing came after: give it back
-        p = scratch
+        block = scratch - L.BLOCK_DATA
+        p = block
         while p < scratch + size:
             store(p, 0)
             p += 8
-        set_heap_pointer(scratch)
+        set_heap_pointer(block)
 
 
 def run_insertion_sort(a: int, b: int) -> None:

@@ -908,14 +908,13 @@ def string_shrink(s: int, allocated: int, length: int) -> None:
     the last object on the heap, the room it gives back is zeroed and reused."""
     store(s + L.STR_LEN, length)
     end = s + ((L.STR_DATA + allocated + 7) & ~7)
-    if heap_pointer() != end:
-        return
     top = s + ((L.STR_DATA + length + 7) & ~7)
     q = top
-    while q < end:
+    while q < end:  # zeros: fresh heap, or gaps the collector walks past
         store(q, 0)
         q += 8
-    set_heap_pointer(top)
+    if heap_pointer() == end:
+        set_heap_pointer(top)
 
 
 def convert_ascii(s: int, mode: int) -> int:
