@@ -34,6 +34,7 @@ from kforge.debuginfo import DebugInfo, FunctionInfo, Site
 from kforge.isa import Instruction, Opcode
 from kforge.program import ForgeProgram
 from kforge.starlark import layout as L
+from kforge.starlark.runtime.gc import GC_AREA_END, HEADROOM_SHIFT
 from kforge.starlark.data import DataLayout, Record, words
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc, Term
 from kforge.starlark.regalloc import Allocation, allocate, block_order
@@ -55,13 +56,24 @@ SITE_INFO_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
 #: Functions every program links: the error raised by a failed stack check.
 STACK_OVERFLOW: Final = "rt_stack_overflow"
 #: The allocation slow path (``alloc`` calls it when the heap pointer meets the limit):
-#: generated code that saves every register below ``LIM`` (in the emergency reserve),
-#: calls :data:`GC_SLOW` (the collector's allocator, ``runtime/gc.py``), restores them
-#: and returns the address, or jumps to :data:`OUT_OF_MEMORY` when it got none.  Its
+#: generated code that first calls :data:`GC_TAKE` (a free run the last sweep found)
+#: with the few registers that changes pushed; failing that, it saves every register
+#: just above ``LIM`` (in the emergency reserve), pushes the stack marker
+#: (``layout.GC_STACK_MARKER``: the collector's roots are the stack above it), calls
+#: :data:`GC_SLOW` (the collector's allocator, ``runtime/gc.py``), restores the
+#: registers, zeroes their save area (heap may grow there once the limit rises) and
+#: returns the address, or jumps to :data:`OUT_OF_MEMORY` when it got none.  Its
 #: callers see it change only ``r1``, so their registers are allocated as they were
-#: before the collector existed, and it counts for the stack depth what the error it
-#: replaces counted: the collector's own frames live in the emergency reserve.
+#: before the collector existed; its stack depth counts the collector's frames.
 GC_ALLOC: Final = "gc_alloc"
+#: Emitted with it: a collection alone, for a failed stack check (a checked function's
+#: frame did not fit above the heap).  Every register is kept but ``r250``, which is 1
+#: if the heap pointer went down (the check is worth making again), else 0.
+GC_ROOM: Final = "gc_room"
+GC_TAKE: Final = "gc_take_free"
+#: The data item through which the collector moves ``LIM`` (see ``runtime/gc.py``).
+LIMIT_SHIFT: Final = "g:kforge.starlark.runtime.gc._limit_shift"
+HEADROOM: Final = "g:kforge.starlark.runtime.gc._headroom"
 GC_SLOW: Final = "gc_alloc_slow"
 OUT_OF_MEMORY: Final = "out_of_memory"
 GC_ALLOC_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
@@ -212,6 +224,8 @@ class _Code:
         self.data_end_fixups: list[int] = []
         #: Values of the constants named like data items (see DATA_END).
         self.constants: dict[str, int] = {}
+        #: Whether the allocation slow path (and GC_ROOM with it) is in the program.
+        self.collector = False
 
     def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
         if self.loc is not self._run_loc or self.function != self._run_function:
@@ -333,8 +347,16 @@ def emit_program(unit: Unit) -> Emitted:
             depth[name] = _frame_depth(
                 functions[name], summaries[name], allocations[name], depth, checked, component_of
             )
-            if name == GC_ALLOC:  # see GC_ALLOC: what the error path it replaces counted
-                depth[name] = depth.get(OUT_OF_MEMORY, 0)
+            if name == GC_ALLOC:  # see GC_ALLOC: what its own code pushes and calls
+                # GC_ROOM runs the collector below a frame that did not fit: its frames
+                # must stay clear of the collector's area at the bottom of the reserve
+                assert depth[GC_SLOW] + 64 <= EMERGENCY_RESERVE - GC_AREA_END
+                quick = 8 * (len(_gc_quick_saved(allocations[GC_TAKE])) + 1)
+                depth[name] = max(
+                    depth.get(OUT_OF_MEMORY, 0),
+                    8 + _FRAME_SLACK + quick + depth[GC_TAKE],
+                    8 + _FRAME_SLACK + 8 + depth[GC_SLOW],
+                )
         raises = any(
             functions[name].noreturn
             or any(
@@ -373,6 +395,7 @@ def emit_program(unit: Unit) -> Emitted:
             builtin_names.append(_static_string(data, function.builtin))
     data.place(BUILTINS_TABLE, words(builtin_names or [0]))
     sites: list[tuple[int, int]] = []  # (return address, site word)
+    code.collector = GC_ALLOC in functions
     start = _emit_start(
         code,
         Unit(functions, unit.declarations, unit.entry, unit.memory_size),
@@ -386,7 +409,7 @@ def emit_program(unit: Unit) -> Emitted:
             continue
         if name == GC_ALLOC:
             code.function = function_numbers[name]
-            _emit_gc_alloc(code, sites)
+            _emit_gc_alloc(code, sites, _gc_quick_saved(allocations[GC_TAKE]))
             continue
         function = functions[name]
         code.function = function_numbers[name]
@@ -533,7 +556,9 @@ def _gc_alloc_placeholder() -> Function:
 
     function = Function(GC_ALLOC, 1)
     builder = Builder(function)
-    address = builder.call(GC_SLOW, builder.params(1))
+    size = builder.params(1)
+    builder.call(GC_TAKE, size)
+    address = builder.call(GC_SLOW, size)
     builder.call(OUT_OF_MEMORY, [], result=False)
     builder.ret(address)
     return function
@@ -681,6 +706,14 @@ def _emit_start(
     code.emit(Opcode.LI, LIM, imm=max(top - reserve, 0))
     code.emit(Opcode.LOAD, SCRATCH_A, ZERO, imm=max(unit.memory_size - 1, 0))
     code.emit_to(Opcode.JLT, "rt$no_memory", rs1=LIM, rs2=HP)
+    if code.collector:  # the stack's headroom (runtime/gc.py, HEADROOM_SHIFT)
+        code.emit(Opcode.SUB, SCRATCH_A, LIM, HP)
+        code.emit(Opcode.LI, SCRATCH_B, imm=HEADROOM_SHIFT)
+        code.emit(Opcode.SHR, SCRATCH_A, SCRATCH_A, SCRATCH_B)
+        code.emit(Opcode.LI, SCRATCH_B, imm=-8)
+        code.emit(Opcode.AND, SCRATCH_A, SCRATCH_A, SCRATCH_B)
+        code.emit(Opcode.SUB, LIM, LIM, SCRATCH_A)
+        code.emit(Opcode.STOREW, 0, SCRATCH_A, ZERO, imm=code.data.address(HEADROOM))
     code.emit_to(Opcode.CALL, unit.entry)
     code.constants[BOTTOM_RETURN] = code.here
     code.constants[MEMORY_TOP] = top
@@ -809,6 +842,9 @@ def _emit_function(
         code.loc = None
         code.emit(Opcode.LI, SCRATCH_A, imm=frame)
         code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+        if code.collector:  # the heap may only be full of garbage: collect, check again
+            code.emit_to(Opcode.CALL, GC_ROOM)
+            code.emit_to(Opcode.JNZ, name, rs1=SCRATCH_B)
         code.emit_to(Opcode.CALL, STACK_OVERFLOW)
         word = site_word(0, SiteKind.STARLARK if starlark else SiteKind.RUNTIME, number, None)
         sites.append((code.here, word))
@@ -955,21 +991,92 @@ def _emit_branch(
         code.emit_to(Opcode.JMP, false_label)
 
 
-def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]]) -> None:
+def _gc_quick_saved(take: Allocation) -> list[int]:
+    """The registers the slow path pushes around its call of :data:`GC_TAKE`: those it
+    may change, but ``r1`` (the result) and the code generator's scratch registers."""
+    kept = (1 << ZERO) | GC_ALLOC_CLOBBER
+    assert take.clobber & ((1 << LIM) | (1 << HP)) == 0, "gc_take_free moves the heap"
+    return [register for register in range(256) if (take.clobber & ~kept) >> register & 1]
+
+
+def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) -> None:
     """The allocation slow path (see :data:`GC_ALLOC`): ``r1`` is the size wanted."""
     code.loc = None
     code.labels[GC_ALLOC] = code.here
-    for register in GC_SAVED:
-        code.emit(Opcode.STOREW, 0, register, LIM, imm=8 * GC_SAVE_SLOT[register])
-    code.emit_to(Opcode.CALL, GC_SLOW)
-    word = site_word(0, SiteKind.RUNTIME)
-    sites.append((code.here, word))
-    code.all_sites.append((code.here, word))
-    for register in GC_SAVED:
-        if register != RESULT:
-            code.emit(Opcode.LOADW, register, LIM, imm=8 * GC_SAVE_SLOT[register])
+    for register in quick:
+        code.emit(Opcode.PUSH, 0, register)
+    code.emit(Opcode.PUSH, 0, RESULT)
+    code.emit_to(Opcode.CALL, GC_TAKE)
+    _runtime_site(code, sites, len(quick) + 1)
+    code.emit(Opcode.POP, SCRATCH_A)
+    for register in reversed(quick):
+        code.emit(Opcode.POP, register)
+    collect = (GC_ALLOC, -1)
+    code.emit_to(Opcode.JZ, collect, rs1=RESULT)
+    code.emit(Opcode.RET)
+    code.labels[collect] = code.here
+    code.emit(Opcode.ADD, RESULT, SCRATCH_A, ZERO)
+    _emit_collect(code, sites, keep_result=False)
+    _emit_limit_shift(code)
     code.emit_to(Opcode.JZ, OUT_OF_MEMORY, rs1=RESULT)
     code.emit(Opcode.RET)
+    # GC_ROOM: the room between heap and limit before (in the unused save slot 0), a
+    # collection, and whether the room grew
+    code.labels[GC_ROOM] = code.here
+    code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=8 * GC_SAVE_SLOT[RESULT])
+    code.emit(Opcode.SUB, RESULT, LIM, HP)
+    code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=0)
+    code.emit(Opcode.LI, RESULT, imm=0)
+    _emit_collect(code, sites, keep_result=True)
+    code.emit(Opcode.LOADW, SCRATCH_B, LIM, imm=0)
+    code.emit(Opcode.STOREW, 0, ZERO, LIM, imm=0)
+    _emit_limit_shift(code)
+    code.emit(Opcode.SUB, SCRATCH_A, LIM, HP)
+    grew = (GC_ROOM, -1)
+    code.emit_to(Opcode.JLT, grew, rs1=SCRATCH_B, rs2=SCRATCH_A)
+    code.emit(Opcode.LI, SCRATCH_B, imm=0)
+    code.emit(Opcode.RET)
+    code.labels[grew] = code.here
+    code.emit(Opcode.LI, SCRATCH_B, imm=1)
+    code.emit(Opcode.RET)
+
+
+def _emit_collect(code: _Code, sites: list[tuple[int, int]], keep_result: bool) -> None:
+    """Save every register in the reserve above ``LIM`` (``r1`` already saved when
+    ``keep_result``), push the stack marker, call :data:`GC_SLOW` with ``r1`` (0: a
+    collection alone), erase the marker, restore the registers (``r1`` too when
+    ``keep_result``, else it is the result) and zero their save area."""
+    for register in GC_SAVED:
+        if not (keep_result and register == RESULT):
+            code.emit(Opcode.STOREW, 0, register, LIM, imm=8 * GC_SAVE_SLOT[register])
+    code.emit(Opcode.LI, SCRATCH_A, imm=L.GC_STACK_MARKER)
+    code.emit(Opcode.PUSH, 0, SCRATCH_A)
+    code.emit_to(Opcode.CALL, GC_SLOW)
+    _runtime_site(code, sites, 1)
+    code.emit(Opcode.POP, SCRATCH_A)
+    code.emit(Opcode.PUSH, 0, ZERO)  # no copy of the marker stays below the stack
+    code.emit(Opcode.POP, SCRATCH_A)
+    for register in GC_SAVED:
+        if keep_result or register != RESULT:
+            code.emit(Opcode.LOADW, register, LIM, imm=8 * GC_SAVE_SLOT[register])
+        code.emit(Opcode.STOREW, 0, ZERO, LIM, imm=8 * GC_SAVE_SLOT[register])
+
+
+def _emit_limit_shift(code: _Code) -> None:
+    """Move ``LIM`` by what the collector asked (:data:`LIMIT_SHIFT`, zeroed), once
+    nothing more is read from the save area at ``LIM``."""
+    shift = code.data.address(LIMIT_SHIFT)
+    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=shift)
+    code.emit(Opcode.STOREW, 0, ZERO, ZERO, imm=shift)
+    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+
+
+def _runtime_site(code: _Code, sites: list[tuple[int, int]], pushes: int) -> None:
+    """Enter the return address of the call just emitted (runtime code, ``pushes``
+    words pushed around it) in the site table."""
+    word = site_word(pushes, SiteKind.RUNTIME)
+    sites.append((code.here, word))
+    code.all_sites.append((code.here, word))
 
 
 def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:

@@ -204,6 +204,9 @@ BLOCK_DATA: Final = 16
 FREE_SIZE: Final = 8
 FREE_NEXT: Final = 16
 FREE_MIN: Final = 24
+#: The word the allocation slow path pushes before it calls the collector: the program's
+#: stack (the collector's roots) is what lies above the lowest copy of it.
+GC_STACK_MARKER: Final = 0x6B66_6F72_6765_6763
 
 # byte buffer: header, length, capacity, address of the bytes (a raw block's data)
 BUF_LEN: Final = 8

@@ -43,9 +43,9 @@ if TYPE_CHECKING:
         buf_str,
         buf_to_string,
         error,
-        out_of_memory,
     )
     from kforge.starlark.runtime.float_text import float_parse
+    from kforge.starlark.runtime.generated import gc_alloc
     from kforge.starlark.runtime.ints import add, inplace_add, mul, sub, truediv
     from kforge.starlark.runtime.softfloat import (
         clz64,
@@ -90,8 +90,9 @@ def float_new(bits: int) -> int:
     by every operation)."""
     p = heap_pointer()
     if heap_limit() - p < L.FLOAT_SIZE:
-        out_of_memory()
-    set_heap_pointer(p + L.FLOAT_SIZE)
+        p = gc_alloc(L.FLOAT_SIZE)
+    else:
+        set_heap_pointer(p + L.FLOAT_SIZE)
     store(p, L.TAG_FLOAT)
     store(p + L.FLOAT_BITS, bits)
     return p

@@ -40,17 +40,25 @@ GC_STACK: Final = GC_BITMAP + 8 * GC_BITMAP_WORDS
 GC_STACK_WORDS: Final = 64
 #: Where the collector's own frames may begin (below the program's stack).
 GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
-#: The emergency reserve's size (``core.EMERGENCY``): the program's stack lies above it.
-_EMERGENCY: Final = 4096
 
 #: 0 while some runtime code still makes heap blocks the collector cannot walk (scratch
 #: arrays allocated without a header: see docs/starlark.md, *Memory*): the slow path
 #: then fails as the allocation did before the collector existed.
-GC_ENABLED: Final = 0
+GC_ENABLED: Final = 1
+
+#: The limit is kept ``heap span >> HEADROOM_SHIFT`` below where the stack allows once
+#: a collection has run, so that the top of the heap (which a live object may pin) is
+#: not where the stack needs room; a failed stack check gets it back.
+HEADROOM_SHIFT: Final = 3
 
 _free_runs = Global(__name__)
-#: The heap pointer after the last collection: every free run lies below it, so a
-#: temporary given back above it (``heap_release``) holds no run.
+#: The headroom kept back now (0 or the bytes).
+_headroom = Global(__name__)
+#: What the slow path adds to ``LIM`` once it has restored the registers (saved at
+#: ``LIM``): the collector moves the limit only through this.
+_limit_shift = Global(__name__)
+#: The top of the heap when the last collection ran: a heap mark above it was taken
+#: since, so what lies above the mark holds no free run (``heap_release``).
 heap_floor = Global(__name__)
 _heap_base = Global(__name__)
 _mark_count = Global(__name__)
@@ -61,24 +69,78 @@ _mark_top = Global(__name__)
 gc_collections = Global(__name__)
 
 
+def gc_take_free(size: int) -> int:
+    """``size`` bytes of zeroed heap from a free run the last sweep found, or 0: the
+    slow path's first try, made with only the registers this changes saved."""
+    if _free_runs.value == 0 or size == 0 or size > (1 << 40):
+        return 0
+    return take_free_run((size + 7) & ~7)
+
+
 def gc_alloc_slow(size: int) -> int:
-    """``size`` bytes of zeroed heap when the bump allocation failed; 0 if none."""
+    """``size`` bytes of zeroed heap after a collection; 0 if there is still no room.
+    ``size`` 0 asks for a collection alone and gives the stack the headroom (the
+    result is then 1)."""
+    if size == 0:
+        if GC_ENABLED != 0 and _in_error.value == 0:
+            gc_collect()
+            release_headroom()
+        return 1
     if GC_ENABLED == 0 or _in_error.value != 0 or size > (1 << 40):
         return 0
     need = (size + 7) & ~7
-    p = take_free_run(need)
-    if p != 0:
-        return p
     if gc_collect() == 0:
         return 0
     p = take_free_run(need)
     if p != 0:
+        reserve_headroom()
         return p
     top = heap_pointer()
-    if need > heap_limit() - top:
-        return 0
+    if need > heap_limit() + _limit_shift.value - top:
+        release_headroom()
+        if need > heap_limit() + _limit_shift.value - top:
+            return 0
     set_heap_pointer(top + need)
+    reserve_headroom()
     return top
+
+
+def reserve_headroom() -> None:
+    """Keep room back from the heap for the stack again (the start code keeps an
+    eighth of the heap's room; a failed stack check takes it, ``release_headroom``):
+    up to that much, and half the room above the top of the heap, which a collection
+    cannot lower past a live object.  The slow path moves the limit once its registers
+    are back (``_limit_shift``)."""
+    if _headroom.value != 0:
+        return
+    limit = heap_limit() + _limit_shift.value
+    room = ((limit - heap_base()) >> HEADROOM_SHIFT) & ~7
+    above = ((limit - heap_pointer()) >> 1) & ~7
+    if above < room:
+        room = above
+    _headroom.value = room
+    _limit_shift.value = _limit_shift.value - room
+
+
+def release_headroom() -> None:
+    """Give the headroom kept back to the heap and the stack."""
+    room = _headroom.value
+    _headroom.value = 0
+    _limit_shift.value = _limit_shift.value + room
+
+
+def gc_headroom() -> int:
+    """The bytes the limit is kept below where the stack allows (``builtin_catch``
+    restores the limit it saved by this)."""
+    return _headroom.value
+
+
+def gc_make_room() -> None:
+    """Collect when the room above the heap is smaller than the heap below it (before a
+    message lands in that room: one that does not fit is lost)."""
+    top = heap_pointer()
+    if heap_limit() - top < top - data_address("rt$data_end"):
+        gc_alloc(0)
 
 
 def take_free_run(need: int) -> int:
@@ -182,13 +244,17 @@ def gc_collect() -> int:
     top = heap_pointer()
     if heap_walkable(base, top) == 0:
         return 0
+    stack = stack_start()
+    if stack == 0:
+        return 0
     gc_collections.value = gc_collections.value + 1
+    heap_floor.value = top
     _free_runs.value = 0
     _mark_base.value = base
     _mark_top.value = top
     _mark_count.value = 0
     _mark_overflow.value = 0
-    mark_roots(base, top)
+    mark_roots(base, top, stack)
     while _mark_overflow.value != 0:
         _mark_overflow.value = 0
         q = base
@@ -198,13 +264,31 @@ def gc_collect() -> int:
                 drain()
             q += block_size(q)
     sweep(base, top)
+    # the reserve may become heap once the limit rises again, and fresh heap is zeros
+    p = heap_limit() + GC_BITMAP
+    while p < heap_limit() + GC_AREA_END:
+        store(p, 0)
+        p += 8
     return 1
 
 
-def mark_roots(base: int, top: int) -> None:
-    """Mark what the saved registers, the stack and the data section point into, a
-    window of the heap at a time: the window's object starts go into a bitmap, then
-    every root word inside the window finds the object that contains it."""
+def stack_start() -> int:
+    """Where the program's stack begins: just above the lowest copy of the marker the
+    slow path pushed (a copy further down would only make the collector keep more);
+    0 if there is none."""
+    p = heap_limit() + GC_SAVE_END
+    top = data_address("rt$memory_top")
+    while p < top:
+        if load(p) == L.GC_STACK_MARKER:
+            return p + 8
+        p += 8
+    return 0
+
+
+def mark_roots(base: int, top: int, stack: int) -> None:
+    """Mark what the saved registers, the stack (from ``stack``) and the data section
+    point into, a window of the heap at a time: the window's object starts go into a
+    bitmap, then every root word inside the window finds the object that contains it."""
     bitmap = heap_limit() + GC_BITMAP
     low = base
     q = base
@@ -228,7 +312,7 @@ def mark_roots(base: int, top: int) -> None:
             q += block_size(q)
         limit = heap_limit()
         mark_range(limit + 8, limit + GC_SAVE_END, low, high, carry)
-        mark_range(limit + _EMERGENCY, data_address("rt$memory_top"), low, high, carry)
+        mark_range(stack, data_address("rt$memory_top"), low, high, carry)
         mark_range(8, data_address("rt$data_end"), low, high, carry)
         drain()
         carry = last
@@ -237,13 +321,14 @@ def mark_roots(base: int, top: int) -> None:
 
 def mark_range(start: int, end: int, low: int, high: int, carry: int) -> None:
     """Mark the objects of the window [low, high) that the words in [start, end) point
-    into (``carry`` is the object that began before the window, or 0)."""
+    into (``carry`` is the object that began before the window, or 0).  A word need
+    not be aligned: a register may hold a cursor into a string's bytes."""
     bitmap = heap_limit() + GC_BITMAP
     p = start
     while p < end:
         w = load(p)
         p += 8
-        if w < low or w >= high or (w & 7) != 0:
+        if w < low or w >= high:
             continue
         bit = (w - low) >> 3
         index = bit >> 6
@@ -364,8 +449,8 @@ def sweep(base: int, top: int) -> None:
             else:
                 store(last + L.FREE_NEXT, start)
             last = start
-    heap_floor.value = heap_pointer()
 
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import _in_error
+    from kforge.starlark.runtime.generated import gc_alloc

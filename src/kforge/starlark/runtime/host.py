@@ -32,6 +32,7 @@ from kforge.starlark.runtime.intrinsics import (
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import environment_address, error, out_of_memory
+    from kforge.starlark.runtime.gc import gc_make_room
     from kforge.starlark.runtime.dicts import dict_new, dict_set
     from kforge.starlark.runtime.format import error_with_value
     from kforge.starlark.runtime.strings import string_new
@@ -88,6 +89,7 @@ def builtin__recv(channel: int, as_text: int) -> int:
     bytes, or as a str when ``as_text`` is true.  The message lands straight in the free
     heap, so receiving copies nothing and wastes nothing."""
     number = host_channel(channel, text("forge.recv: for parameter channel: got "))
+    gc_make_room()  # a message that does not fit is lost: collect while it may help
     s = heap_pointer()
     if heap_limit() - s < L.STR_DATA + 8:
         out_of_memory()
