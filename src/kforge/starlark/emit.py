@@ -34,7 +34,6 @@ from kforge.debuginfo import DebugInfo, FunctionInfo, Site
 from kforge.isa import Instruction, Opcode
 from kforge.program import ForgeProgram
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.gc import GC_AREA_END, HEADROOM_SHIFT
 from kforge.starlark.data import DataLayout, Record, words
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc, Term
 from kforge.starlark.regalloc import Allocation, allocate, block_order
@@ -49,6 +48,7 @@ from kforge.starlark.regs import (
     SIGN,
     ZERO,
 )
+from kforge.starlark.runtime.gc import GC_AREA_END, HEADROOM_SHIFT
 
 #: The generated function that maps a return address to its site information.
 SITE_INFO: Final = "rt$site_info"

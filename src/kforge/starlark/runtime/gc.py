@@ -1,16 +1,18 @@
-"""The garbage collector: non-moving mark-sweep, run only when an allocation fails.
+"""The garbage collector: non-moving, conservative mark-sweep, run only when an
+allocation fails (or a stack check does: ``gc_room``).
 
 Runtime dialect (see :mod:`kforge.starlark.lowlevel`).  ``alloc`` bumps the heap
 pointer; when the bump would cross the limit it calls the generated slow path
-``gc_alloc`` (:data:`kforge.starlark.emit.GC_ALLOC`), which saves every register in
-the emergency reserve just above ``LIM`` and calls :func:`gc_alloc_slow`: first a free
-run the last sweep found, else a collection, then a free run or the top of the heap
-again, else 0 (the out-of-memory error).  docs/starlark.md (*Memory*) explains it.
+``gc_alloc`` (:data:`kforge.starlark.emit.GC_ALLOC`): first :func:`gc_take_free` (a
+free run the last sweep found), then, with every register saved in the emergency
+reserve just above ``LIM`` and the stack marker pushed, :func:`gc_alloc_slow`: a
+collection, then a free run or the top of the heap, else 0 (the out-of-memory error).
+docs/starlark.md (*Memory*) explains it.
 
 The emergency reserve (``core.EMERGENCY`` bytes above ``LIM``, used by nothing else
 while no error is being reported) holds, from ``LIM``: the saved registers
-(``GC_SAVE_END`` bytes), the window's bitmap of object starts, the mark stack; the
-collector's own frames sit above that, below the stack of the program.
+(``GC_SAVE_END`` bytes), the window's bitmap of object starts, the mark stack; all of it
+is zeros again when the slow path returns, since the heap may grow there later.
 """
 
 from __future__ import annotations
@@ -40,11 +42,6 @@ GC_STACK: Final = GC_BITMAP + 8 * GC_BITMAP_WORDS
 GC_STACK_WORDS: Final = 64
 #: Where the collector's own frames may begin (below the program's stack).
 GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
-
-#: 0 while some runtime code still makes heap blocks the collector cannot walk (scratch
-#: arrays allocated without a header: see docs/starlark.md, *Memory*): the slow path
-#: then fails as the allocation did before the collector existed.
-GC_ENABLED: Final = 1
 
 #: The limit is kept ``heap span >> HEADROOM_SHIFT`` below where the stack allows once
 #: a collection has run, so that the top of the heap (which a live object may pin) is
@@ -82,11 +79,11 @@ def gc_alloc_slow(size: int) -> int:
     ``size`` 0 asks for a collection alone and gives the stack the headroom (the
     result is then 1)."""
     if size == 0:
-        if GC_ENABLED != 0 and _in_error.value == 0:
+        if _in_error.value == 0:
             gc_collect()
             release_headroom()
         return 1
-    if GC_ENABLED == 0 or _in_error.value != 0 or size > (1 << 40):
+    if _in_error.value != 0 or size > (1 << 40):
         return 0
     need = (size + 7) & ~7
     if gc_collect() == 0:

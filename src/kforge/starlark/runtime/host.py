@@ -32,9 +32,9 @@ from kforge.starlark.runtime.intrinsics import (
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import environment_address, error, out_of_memory
-    from kforge.starlark.runtime.gc import gc_make_room
     from kforge.starlark.runtime.dicts import dict_new, dict_set
     from kforge.starlark.runtime.format import error_with_value
+    from kforge.starlark.runtime.gc import gc_make_room
     from kforge.starlark.runtime.strings import string_new
     from kforge.starlark.runtime.values import error_with_type, small, tag_of
 
