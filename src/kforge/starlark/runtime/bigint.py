@@ -12,8 +12,8 @@ How the work is laid out, and why:
 * The magnitude functions (``mag_*``) work on limb addresses and counts.  A result is
   allocated with room for its largest possible size, written in place, then made
   canonical by :func:`big_finish`: leading zero limbs are dropped, and a value that
-  fits a small int becomes one.  The result is always the last allocation, so the
-  part of it that is not needed goes back to the heap (there is no collector).
+  fits a small int becomes one.  When the result is the last allocation (not cut
+  from a free run), the part of it that is not needed goes back to the heap at once.
 * Temporaries (the normalized operands of a long division, the digits of a decimal
   conversion) live in one scratch block that grows as needed and is reused.
 * Limbs are 32 bits in 64-bit words so that a limb product plus two limbs fits a
