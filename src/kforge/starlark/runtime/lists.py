@@ -170,12 +170,22 @@ def list_repeat(lst: int, count: int) -> int:
     n = load(lst + L.LIST_LEN)
     times = repeat_count(count, n)
     result = list_with(n * times)
-    items = load(result + L.LIST_ITEMS)
-    i = 0
-    while i < times:
-        copy_words(items + 8 * n * i, load(lst + L.LIST_ITEMS), n)
-        i += 1
+    fill_repeated(load(result + L.LIST_ITEMS), load(lst + L.LIST_ITEMS), n, n * times)
     return result
+
+
+def fill_repeated(target: int, source: int, n: int, total: int) -> None:
+    """Write ``total`` words at ``target``: the ``n`` at ``source`` over and over
+    (``total`` a multiple of ``n``), doubling what is written: log2 copies, not one per
+    repetition."""
+    copy_words(target, source, n)
+    filled = n
+    while filled < total:
+        chunk = filled
+        if chunk > total - filled:
+            chunk = total - filled
+        copy_words(target + 8 * filled, target, chunk)
+        filled += chunk
 
 
 def tuple_concat(a: int, b: int) -> int:
@@ -195,8 +205,5 @@ def tuple_repeat(t: int, count: int) -> int:
     n = load(t + L.TUPLE_LEN)
     times = repeat_count(count, n)
     result = tuple_with(n * times)
-    i = 0
-    while i < times:
-        copy_words(result + L.TUPLE_ITEMS + 8 * n * i, t + L.TUPLE_ITEMS, n)
-        i += 1
+    fill_repeated(result + L.TUPLE_ITEMS, t + L.TUPLE_ITEMS, n, n * times)
     return result

@@ -62,12 +62,17 @@ def string_repeat(s: int, count: int) -> int:
     times = repeat_count(count, n)
     if times == 0:
         return string_new(tag, 0)
-    result = string_new(tag, n * times)
+    total = n * times
+    result = string_new(tag, total)
     p = result + L.STR_DATA
-    i = 0
-    while i < times:
-        copy_bytes(p + i * n, s + L.STR_DATA, n)
-        i += 1
+    copy_bytes(p, s + L.STR_DATA, n)
+    filled = n
+    while filled < total:  # double what is written: log2(times) copies, not times
+        chunk = filled
+        if chunk > total - filled:
+            chunk = total - filled
+        copy_bytes(p + filled, p, chunk)
+        filled += chunk
     return result
 
 
