@@ -164,9 +164,7 @@ async def idle_memory(count: int = 1000) -> float:
     sandbox adds once the engine has been running a while.
     """
     warm = 4200
-    limits = EngineLimits(
-        max_sandboxes=count + warm + 1, max_sandboxes_per_owner=count + warm + 1
-    )
+    limits = EngineLimits(max_sandboxes=count + warm + 1, max_sandboxes_per_owner=count + warm + 1)
     async with engine(limits=limits) as forge:
         code = forge.vault.put_program(assemble("HALT\n"))
         tracemalloc.start()  # before the ring fills, so the events it drops count as freed
