@@ -13,18 +13,33 @@ under ``fuzz/corpus/<name>/``.  ``fuzz/run.py`` runs it coverage-guided,
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Final, TypeVar
+
+import msgpack
+import msgspec
 
 from kforge.asm import AssemblyError, assemble
-from kforge.core import Hash256, InvalidProgram, UnresolvedSymbol, VaultFetchFailed
+from kforge.core import (
+    AgentId,
+    Hash256,
+    Internal,
+    InvalidProgram,
+    UnresolvedSymbol,
+    VaultFetchFailed,
+)
 from kforge.disasm import disassemble
+from kforge.engine import CreateSandbox, Engine
 from kforge.isa import OPCODES, Instruction, Opcode, decode_instruction
 from kforge.limits import InputTooLarge
 from kforge.link import Import, derive_imports, link
 from kforge.machine import Machine
+from kforge.messages import SCHEMAS, Envelope
+from kforge.messages.codes import ReplyCode
+from kforge.messages.payloads import ErrorReply
 from kforge.program import (
     ForgeProgram,
     Relocation,
@@ -33,6 +48,7 @@ from kforge.program import (
     SymbolKind,
     decode_program,
 )
+from kforge.storage import Vault
 
 _T = TypeVar("_T")
 FUZZ_DIR = Path(__file__).resolve().parent
@@ -178,6 +194,87 @@ def tiers(data: bytes) -> None:
     assert reference.deliveries == fast.deliveries
 
 
+# ------------------------------------------------------------------ message handlers
+
+
+@dataclass
+class _Messaging:
+    """One engine kept across inputs (as a server keeps one), with a program and a
+    sandbox that messages can name."""
+
+    loop: asyncio.AbstractEventLoop
+    engine: Engine
+    words: list[Any]
+
+
+_messaging: _Messaging | None = None
+
+#: Agents a message may come from: a sandbox's owner, a stranger, the engine itself.
+_AGENTS: Final = (AgentId(b"\x01" * 32), AgentId(b"\x02" * 32))
+
+
+def _engine() -> _Messaging:
+    global _messaging
+    if _messaging is None:
+        loop = asyncio.new_event_loop()
+        engine = Engine(Vault(":memory:"), tier="reference", standalone=True)
+        loop.run_until_complete(engine.open())
+        program = engine.vault.put_program(assemble("LI r2, 64\nRECV 2, r3, r253, r2\nHALT\n"))
+        request = CreateSandbox(_AGENTS[0], program, 4096, 10_000)
+        sandbox = loop.run_until_complete(engine.create_sandbox(request))
+        words = [
+            program.raw, sandbox.raw, _AGENTS[0].raw, _AGENTS[1].raw, engine.agent_id.raw,
+            0, 1, 3, 7, 64, 4096, 65536, 2**32, 2**64 - 1, -1, -(2**63),
+            b"", b"count", "text", None, True, [], {}, 1.5,
+        ]  # fmt: skip
+        _messaging = _Messaging(loop, engine, words)
+    return _messaging
+
+
+def _value(draw: Draw, words: list[Any], depth: int = 0) -> Any:
+    """A msgpack value: one of the words messages name, or a list or map of values."""
+    kind = draw.below(8)
+    if kind == 0 and depth < 3:
+        return [_value(draw, words, depth + 1) for _ in range(draw.below(4))]
+    if kind == 1 and depth < 3:
+        keys = (draw.choice(words) for _ in range(draw.below(3)))
+        return {
+            key: _value(draw, words, depth + 1) for key in keys if not isinstance(key, list | dict)
+        }
+    if kind == 2:
+        return draw.raw(draw.below(40))
+    return draw.choice(words)
+
+
+def messages(data: bytes) -> None:
+    """An envelope of any code, from the owner or a stranger, whose payload names the
+    schema's fields with values drawn from the ids the engine knows, or is raw bytes:
+    always one reply to it (ACK, a response, or an ERROR), never an internal error."""
+    messaging = _engine()
+    draw = Draw(data)
+    code = draw.choice([*SCHEMAS, draw.byte() << 8 | draw.byte()])
+    schema = SCHEMAS.get(code)
+    if schema is not None and draw.below(4):
+        fields = msgspec.structs.fields(schema)
+        payload = msgpack.packb(
+            {f.encode_name: _value(draw, messaging.words) for f in fields if draw.below(5)},
+            use_bin_type=True,
+        )
+    else:
+        payload = draw.raw(draw.below(64))
+    envelope = Envelope(
+        Hash256.of(data), draw.choice(_AGENTS), code, payload, draw.below(2) * 2**40
+    )
+    raw = envelope.encode() if draw.below(8) else draw.raw(len(data))
+    engine = messaging.engine
+    reply = Envelope.decode(
+        messaging.loop.run_until_complete(asyncio.wait_for(engine.dispatch_bytes(raw), 30))
+    )
+    if reply.code == ReplyCode.ERROR:
+        error = msgspec.msgpack.decode(reply.payload, type=ErrorReply)
+        assert error.code != Internal.code, f"internal error: {error.message!r}"
+
+
 # ------------------------------------------------------------------ the table
 
 
@@ -203,5 +300,6 @@ TARGETS: dict[str, Target] = {
         Target("assembler", assembler, 4096, "assembly.dict"),
         Target("linker", linker, 256),
         Target("tiers", tiers, 1024),
+        Target("messages", messages, 512),
     )
 }
