@@ -53,6 +53,7 @@ __all__ = [
     "from_json",
     "json_schemas",
     "json_value",
+    "parse_json",
     "to_builtins",
 ]
 
@@ -413,15 +414,20 @@ def from_json(given: Any, kind: type[T], what: str = "body") -> T:
     return convert(_from_json_fields(kind, given, ""), kind, what)
 
 
+def parse_json(raw: bytes, what: str = "body") -> Any:
+    """JSON bytes as plain data (an empty body is ``{}``); ``InvalidRequest`` naming
+    ``what`` for anything that is not JSON, text that is not UTF-8 included."""
+    if not raw.strip():
+        return {}
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:
+        raise InvalidRequest(what, f"not valid JSON ({error})") from None
+
+
 def decode_json(raw: bytes, kind: type[T], what: str = "body") -> T:
     """JSON bytes checked into ``kind``; an empty body is ``{}``."""
-    if not raw.strip():
-        return from_json({}, kind, what)
-    try:
-        given = msgspec.json.decode(raw)
-    except msgspec.DecodeError as error:
-        raise InvalidRequest(what, f"not valid JSON ({error})") from None
-    return from_json(given, kind, what)
+    return from_json(parse_json(raw, what), kind, what)
 
 
 # ----------------------------------------------------------------- JSON: writing

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Final, TypeVar
 
-import msgspec
-
-from kforge.core import InvalidRequest
 from kforge.messages import unpack
-from kforge.wire import decode_json, decode_msgpack, encode_json, encode_msgpack
+from kforge.wire import decode_json, decode_msgpack, encode_json, encode_msgpack, parse_json
 
 __all__ = [
     "JSON",
@@ -85,12 +82,7 @@ def decode_plain(raw: bytes, content_type: str | None) -> tuple[Any, bool]:
     """A body as plain data, and whether it was msgpack (an empty body is ``{}``)."""
     if is_msgpack(content_type):
         return (unpack(raw, "body") if raw else {}), True
-    if not raw.strip():
-        return {}, False
-    try:
-        return msgspec.json.decode(raw), False
-    except msgspec.DecodeError as error:
-        raise InvalidRequest("body", f"not valid JSON ({error})") from None
+    return parse_json(raw, "body"), False
 
 
 def encode_body(value: Any, as_msgpack: bool) -> tuple[bytes, str]:
