@@ -14,11 +14,13 @@ under ``fuzz/corpus/<name>/``.  ``fuzz/run.py`` runs it coverage-guided,
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import httpx
 import msgpack
 import msgspec
 
@@ -275,6 +277,98 @@ def messages(data: bytes) -> None:
         assert error.code != Internal.code, f"internal error: {error.message!r}"
 
 
+# ------------------------------------------------------------------ the HTTP API
+
+
+@dataclass
+class _Serving:
+    """One server app (with its engine) kept across inputs, called in process."""
+
+    loop: asyncio.AbstractEventLoop
+    client: httpx.AsyncClient
+    tokens: list[str]
+    words: list[Any]
+
+
+_serving: _Serving | None = None
+
+
+def _server() -> _Serving:
+    global _serving
+    if _serving is None:
+        from kforge.server import AuthConfig, ServerConfig
+        from kforge.server.app import create_app
+
+        messaging = _engine()
+        rates = AuthConfig(rate_per_second=10**9, rate_burst=10**9)
+        app = create_app(messaging.engine, ServerConfig(auth=rates, max_wait_seconds=1))
+        state = app.state.kforge
+        agent_token, _ = state.authenticator.issue_token(_AGENTS[0])
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://fuzz")
+        tokens = [state.dev_token, agent_token, "", "not a token"]
+        _serving = _Serving(messaging.loop, client, tokens, messaging.words)
+    return _serving
+
+
+def _path(draw: Draw, template: str, words: list[Any]) -> str:
+    """``template`` with each ``{name}`` replaced by an id the engine holds, or garbage."""
+    parts = []
+    for part in template.split("/"):
+        if part.startswith("{"):
+            word = draw.choice(words[:5])
+            part = word.hex() if draw.below(4) else draw.raw(draw.below(8)).hex() + "%00"
+        parts.append(part)
+    return "/".join(parts)
+
+
+def http(data: bytes) -> None:
+    """A request to any route of the API, as the operator, an agent, nobody or a forger,
+    with a JSON or msgpack body naming the body schema's fields (or raw bytes) and a
+    query: never a 5xx answer."""
+    from kforge.server.app import ALL_OPERATIONS
+
+    serving = _server()
+    draw = Draw(data)
+    operation = draw.choice(ALL_OPERATIONS)
+    path = _path(draw, operation.path, serving.words)
+    values: Any = {}
+    if operation.body is not None and draw.below(4):
+        fields = msgspec.structs.fields(operation.body)
+        values = {f.encode_name: _value(draw, serving.words) for f in fields if draw.below(5)}
+    kind = draw.below(3)
+    if kind == 0:
+        content_type, body = "application/json", _json(values)
+    elif kind == 1:
+        content_type, body = "application/msgpack", msgpack.packb(values, use_bin_type=True)
+    else:
+        content_type, body = draw.choice(("application/json", "text/plain")), draw.raw(64)
+    token = draw.choice(serving.tokens)
+    headers = {"Content-Type": content_type}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    query = {"limit": str(draw.choice(serving.words[5:16])), "all": "true"} if draw.below(2) else {}
+    request = serving.client.request(
+        operation.method, path, content=body, headers=headers, params=query
+    )
+    response = serving.loop.run_until_complete(asyncio.wait_for(request, 30))
+    assert response.status_code < 500, (operation.path, response.status_code, response.text)
+
+
+def _json(values: Any) -> bytes:
+    """``values`` as JSON, bytes written as hex (as the API writes ids), keys as text."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return value.hex()
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        if isinstance(value, dict):
+            return {str(plain(key)): plain(item) for key, item in value.items()}
+        return value
+
+    return json.dumps(plain(values)).encode()
+
+
 # ------------------------------------------------------------------ the table
 
 
@@ -301,5 +395,6 @@ TARGETS: dict[str, Target] = {
         Target("linker", linker, 256),
         Target("tiers", tiers, 1024),
         Target("messages", messages, 512),
+        Target("http", http, 512),
     )
 }
