@@ -37,6 +37,7 @@ from kforge.engine.jobs import ASSEMBLY, FRGP, STARLARK
 from kforge.engine.journal import Row
 from kforge.engine.offload import JobFailed
 from kforge.engine.policy import Action
+from kforge.server.endpoint import _REQUEST_ID
 from kforge.starlark import compile_starlark
 
 
@@ -271,6 +272,28 @@ def test_the_gateway_and_the_workers_decide_who_may_do_what_by_the_engines_table
                 assert (await engine.sandbox_status(sandbox, operator)).id == sandbox
                 listed = await engine.visible_sandboxes(operator, every=True)
                 assert [info.id for info in listed] == [sandbox]
+
+    run(body)
+
+
+def test_a_request_id_another_agent_used_is_not_that_agents_reply(tmp_path: Path) -> None:
+    """A request id is the client's choice: naming another agent's is a new request,
+    decided by the policy, never the stored reply of the first."""
+    owner, other = (key.agent_id for key in agent_keys(2))
+    shared = Hash256(bytes(range(32)))
+
+    async def body() -> None:
+        async with cluster_in_process(tmp_path) as (_, engine):
+            code, _ = await engine.build_program(ASSEMBLY, "LI r1, 7\nHALT\n", "up", owner)
+            sandbox = await engine.create_sandbox(CreateSandbox(owner, code, 65536, 10**6))
+            token = _REQUEST_ID.set(shared)
+            try:
+                await engine.exec_start(sandbox, owner)
+                await engine.exec_start(sandbox, owner)  # sent again: the same reply
+                with pytest.raises(PermissionDenied):
+                    await engine.exec_start(sandbox, other)
+            finally:
+                _REQUEST_ID.reset(token)
 
     run(body)
 

@@ -428,8 +428,14 @@ class Partition:
         with contextlib.suppress(Exception):
             await self.layout.nc.publish(message.reply, reply or b"", headers=headers)
 
-    async def _once(self, request: Hash256, work: Callable[[], Awaitable[bytes]]) -> bytes:
-        """Answer ``request`` once: its stored reply if it was answered before."""
+    async def _once(
+        self, requester: AgentId, request_id: Hash256, work: Callable[[], Awaitable[bytes]]
+    ) -> bytes:
+        """Answer ``requester``'s request ``request_id`` once: its stored reply if it was
+        answered before.  Replies are kept under the requester and the id together, as the
+        id is the client's choice: another agent naming the same id is another request,
+        decided by the policy like any, never handed the first one's reply."""
+        request = Hash256.of(requester.raw + request_id.raw)
         known = self._replies.get(request)
         if known is not None:
             return known
@@ -481,7 +487,9 @@ class Partition:
                 reply = await self.engine.dispatch_bytes(raw)
             else:
                 await self._fetch_for_envelope(envelope)
-                reply = await self._once(envelope.id, lambda: self.engine.dispatch_bytes(raw))
+                reply = await self._once(
+                    envelope.sender, envelope.id, lambda: self.engine.dispatch_bytes(raw)
+                )
         except (PartitionLost, asyncio.CancelledError):
             await self._respond(message, None, "the partition moved")
             return
@@ -510,7 +518,8 @@ class Partition:
             return
         try:
             if call.changes:
-                reply = await self._once(call.request, lambda: self._perform(call))
+                requester: AgentId = call.requester  # type: ignore[attr-defined]
+                reply = await self._once(requester, call.request, lambda: self._perform(call))
             else:
                 reply = await self._perform(call)
         except (PartitionLost, asyncio.CancelledError):
