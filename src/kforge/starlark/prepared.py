@@ -31,6 +31,8 @@ from kforge.starlark.lowlevel import RuntimeLibrary
 
 _MAGIC: Final = b"KFSTRT01"
 _SUBDIRECTORY: Final = "starlark-runtime"
+#: The files of stored runtimes, whatever their source key.
+_FILES: Final = "runtime-*.pickle"
 #: Files of other runtimes kept beside the current one (other kforge versions, or
 #: checkouts, sharing the data directory).
 _KEPT_OTHERS: Final = 8
@@ -108,7 +110,7 @@ def clear(data_dir: Path | None = None) -> int:
     """Remove every stored runtime under ``data_dir``; returns how many files went."""
     folder = (data_dir or default_data_dir()) / _SUBDIRECTORY
     removed = 0
-    for path in folder.glob("runtime-*.pickle"):
+    for path in folder.glob(_FILES):
         path.unlink(missing_ok=True)
         removed += 1
     return removed
@@ -119,7 +121,7 @@ def _prune(folder: Path, keep: Path) -> None:
     edited runtime, leaves its predecessor's file behind, 1.5 MB each)."""
     try:
         others = sorted(
-            (p for p in folder.glob("runtime-*.pickle") if p != keep),
+            (p for p in folder.glob(_FILES) if p != keep),
             key=lambda p: p.stat().st_mtime,
             reverse=True,
         )
