@@ -319,7 +319,7 @@ class Machine:
             if self.ticks_used + cost > self.tick_budget:
                 self._enter_fault(_Fault(FaultCode.OUT_OF_TICKS))
                 return
-            self.ticks_used += cost  # the one place ticks are charged
+            self.ticks_used += cost  # charged here (a RECV that blocks gives it back)
             try:
                 execute[opcode](self, insn)
             except _Fault as fault:

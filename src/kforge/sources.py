@@ -77,18 +77,20 @@ def gather_libraries(
     from kforge.limits import MAX_STARLARK_MODULES, MAX_STARLARK_SOURCE_BYTES
 
     found: dict[bytes, bytes | None] = {}
+    missing: set[bytes] = set()  # asked for once, not found: neither asked for again nor kept
     total = 0
     pending = [text]
     while pending:
         for digest in _CONTENT_ID.findall(pending.pop()):
             object_id = bytes.fromhex(digest)
-            if object_id in found:
+            if object_id in found or object_id in missing:
                 continue
-            if len(found) >= MAX_STARLARK_MODULES:
+            if len(found) + len(missing) >= MAX_STARLARK_MODULES:
                 found[object_id] = None
                 continue
             data = fetch(object_id)
             if data is None:
+                missing.add(object_id)
                 continue
             if total + len(data) > MAX_STARLARK_SOURCE_BYTES:
                 found[object_id] = None

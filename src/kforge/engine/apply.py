@@ -76,20 +76,14 @@ _RUNNABLE: Final = (MachineState.READY, MachineState.RUNNING)
 def apply(state: EngineState, record: Record) -> None:
     """Change ``state`` as ``record`` says (nothing, for a record that would run the
     machine of a sandbox set aside)."""
-    if state.set_aside and _runs_set_aside(state, record):
-        return
-    _APPLY[type(record)](state, record)
+    try:  # noqa: SIM105 (every record passes here, live too: no context manager)
+        _APPLY[type(record)](state, record)
+    except _SetAside:
+        pass
 
 
-def _runs_set_aside(state: EngineState, record: Record) -> bool:
-    """Whether ``record`` needs the machine of a sandbox that has none (set aside)."""
-    if type(record) not in _RUNS_MACHINE:
-        return False
-    sandbox_id = getattr(record, "sandbox", None)
-    if sandbox_id is None:
-        service = state.services.get(record.service)  # type: ignore[attr-defined]
-        sandbox_id = service.sandbox.id if service is not None else None
-    return sandbox_id in state.set_aside
+class _SetAside(Exception):
+    """A record needs the machine of a sandbox set aside: it is passed over."""
 
 
 # ----------------------------------------------------------------- machines
@@ -115,6 +109,8 @@ def advance(state: EngineState, sandbox: Sandbox, target: int) -> Machine:
     The messages it sends on the way are dropped: their replies are recorded
     deliveries of their own.
     """
+    if state.set_aside and sandbox.id in state.set_aside:
+        raise _SetAside  # before anything changed: every record brings its machine first
     machine = machine_of(sandbox)
     if machine.ticks_used == target:  # live: the machine is there already
         return machine
@@ -408,19 +404,6 @@ def _accounts(state: EngineState, record: AccountsSet) -> None:
 def _nothing(state: EngineState, record: Record) -> None:
     """A record that only announces (its events are all it brings)."""
 
-
-#: The records that bring a sandbox's machine forward (or run it), by type.
-_RUNS_MACHINE: Final = frozenset(
-    {
-        Stepped,
-        SliceRan,
-        SandboxBlocked,
-        InputDelivered,
-        SandboxStopped,
-        AllocationGranted,
-        CallStarted,
-    }
-)
 
 _APPLY: Final[dict[type[Record], Callable[[EngineState, Any], None]]] = {
     SandboxCreated: _created,
