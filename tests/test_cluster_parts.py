@@ -450,3 +450,18 @@ def test_the_gateway_compiles_starlark_uploads(tmp_path: Path) -> None:
             assert raised.value.http_status == 400
 
     run(body)
+
+
+def test_a_gateway_remembers_a_bounded_number_of_locations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sandboxes named through a gateway are remembered up to a bound, least recent first out."""
+    import kforge.cluster.gateway as gateway
+
+    monkeypatch.setattr(gateway, "DIRECTORY_CACHE_ENTRIES", 3)
+    engine = ClusterEngine("nats://127.0.0.1:1")
+    for n in range(3):
+        engine._remember(f"sandbox.{n}", n)
+    engine._remember("sandbox.0", 0)  # named again: now the most recent
+    engine._remember("sandbox.9", 9)
+    assert list(engine._directory) == ["sandbox.2", "sandbox.0", "sandbox.9"]

@@ -225,3 +225,33 @@ def test_client_drives_the_debugger(live: LiveServer) -> None:
             assert view["registers"][1] == "0x7" and view["changed"] == [1]
 
     asyncio.run(body())
+
+
+def test_a_client_moves_to_its_next_server_url_when_one_answers_503(live: LiveServer) -> None:
+    """A draining gateway answers 503: the retrying client asks the next URL, not the same."""
+    asked: list[bytes] = []
+
+    async def draining(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        asked.append(request.split(b"\r\n", 1)[0])
+        length = 0
+        for line in request.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def body() -> None:
+        server = await asyncio.start_server(draining, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            urls = [f"http://127.0.0.1:{port}", live.base_url]
+            async with Client(urls, AgentKey.generate(), retry_seconds=30.0) as engine:
+                program = assemble(COUNT_DOWN)
+                assert await engine.put_program(program) == program.program_id
+        assert asked, "the draining server was never asked"
+        assert len(asked) == 1, f"the client asked the draining server again: {asked}"
+
+    asyncio.run(body())

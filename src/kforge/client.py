@@ -311,6 +311,7 @@ class Client:
             else:
                 if response.status_code != 503 or time.monotonic() >= deadline:
                     return response
+                self._next_server()  # this one is draining or not ready: ask another
             await asyncio.sleep(delay)
             delay = min(1.0, delay * 2)
 

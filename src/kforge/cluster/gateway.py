@@ -24,6 +24,7 @@ import contextlib
 import os
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TextIO
 
@@ -93,6 +94,9 @@ __all__ = ["ClusterEngine", "ClusterUnavailable"]
 
 #: The longest one try of a request waits for its answer (then it is sent again).
 _TRY_SECONDS: Final = 5.0
+#: How many sandbox and service locations a gateway remembers (the oldest are forgotten
+#: first and read again from the directory bucket when next named): about 15 MB at most.
+DIRECTORY_CACHE_ENTRIES: Final = 65_536
 _CODES_BY_SANDBOX: Final = frozenset(
     {
         MessageCode.SANDBOX_STATUS,
@@ -139,7 +143,7 @@ class ClusterEngine:
         self._connect_timeout = connect_timeout
         self._nc: Nats | None = None
         self._layout: Layout | None = None
-        self._directory: dict[str, int] = {}
+        self._directory: OrderedDict[str, int] = OrderedDict()
         #: The secret every gateway of the cluster signs bearer tokens with.
         self.token_secret: bytes | None = None
         self.bus = ClusterBus()
@@ -287,8 +291,15 @@ class ClusterEngine:
                     raise ServiceNotFound(entity) from None
                 raise SandboxNotFound(entity) from None
             partition = decode_msgpack(entry.value or b"", DirectoryEntry, "directory").partition
-            self._directory[key] = partition
+        self._remember(key, partition)
         return partition
+
+    def _remember(self, key: str, partition: int) -> None:
+        """Keep where ``key`` lives, forgetting the least recently named beyond the bound."""
+        self._directory[key] = partition
+        self._directory.move_to_end(key)
+        while len(self._directory) > DIRECTORY_CACHE_ENTRIES:
+            self._directory.popitem(last=False)
 
     async def _sandbox_call(self, sandbox: Hash256, call: Call, wait: float = 0.0) -> Any:
         if not isinstance(sandbox, Hash256):
@@ -349,7 +360,7 @@ class ClusterEngine:
         partition = await self._place(request_id)
         asker = requester if requester is not None else request.owner
         created: Hash256 = await self._call(partition, protocol.Create(request_id, request, asker))
-        self._directory[f"sandbox.{created.hex}"] = partition
+        self._remember(f"sandbox.{created.hex}", partition)
         return created
 
     async def sandbox_status(self, sandbox_id: Hash256, requester: AgentId) -> SandboxInfo:
@@ -520,7 +531,7 @@ class ClusterEngine:
         created: Hash256 = await self._call(
             partition, protocol.CreateService(_request_id(), service, asker)
         )
-        self._directory[f"service.{created.hex}"] = partition
+        self._remember(f"service.{created.hex}", partition)
         return created
 
     async def service_info(self, service_id: Hash256) -> ServiceInfo:
@@ -591,7 +602,7 @@ class ClusterEngine:
             with contextlib.suppress(Exception):
                 created = decode_payload(reply.code, reply.payload).sandbox_id
                 if created is not None:
-                    self._directory[f"sandbox.{created.hex}"] = partition
+                    self._remember(f"sandbox.{created.hex}", partition)
         return reply
 
     async def dispatch_bytes(self, raw: bytes) -> bytes:
