@@ -465,3 +465,25 @@ def test_a_gateway_remembers_a_bounded_number_of_locations(
     engine._remember("sandbox.0", 0)  # named again: now the most recent
     engine._remember("sandbox.9", 9)
     assert list(engine._directory) == ["sandbox.2", "sandbox.0", "sandbox.9"]
+
+
+def test_a_partition_remembers_replies_within_a_bound_of_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stored replies are forgotten oldest first once their bytes pass the bound."""
+    import kforge.cluster.partition as partition_module
+    from kforge.core import Hash256
+
+    monkeypatch.setattr(partition_module, "_REMEMBERED_REPLY_BYTES", 1000)
+    partition = object.__new__(partition_module.Partition)
+    partition._replies = partition_module.OrderedDict()
+    partition._reply_bytes = 0
+    ids = [Hash256.of(bytes([n])) for n in range(4)]
+    for request in ids:
+        partition._remember(request, bytes(400))
+    assert list(partition._replies) == ids[2:]
+    assert partition._reply_bytes == 800
+    partition._remember(ids[3], bytes(10))  # the same request again: counted once
+    assert partition._reply_bytes == 410
+    partition._remember(ids[0], bytes(5000))  # larger than the bound: kept alone
+    assert list(partition._replies) == [ids[0]]

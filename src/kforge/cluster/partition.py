@@ -98,8 +98,11 @@ __all__ = ["Partition", "PartitionSettings", "TickMeter"]
 
 T = TypeVar("T")
 
-#: Replies remembered per partition (a request sent again later than this many is done again).
+#: Replies remembered per partition, in number and in bytes (a request sent again after
+#: this many, or after this many bytes of newer replies, is done again): 8 MiB a
+#: partition, 128 MiB for a worker holding all sixteen (proofs are the large replies).
 _REMEMBERED_REPLIES: Final = 100_000
+_REMEMBERED_REPLY_BYTES: Final = 8 << 20
 #: Events and directory entries of the journal's rows younger than this are sent again
 #: when a worker takes a partition over (within JetStream's duplicate window).
 _RESEND_SECONDS: Final = DUPLICATE_WINDOW * 0.8
@@ -185,7 +188,10 @@ class Partition:
         self.engine = engine
         self.accounts = accounts
         self.settings = settings
-        self._replies: OrderedDict[Hash256, bytes] = OrderedDict(store.replies)
+        self._replies: OrderedDict[Hash256, bytes] = OrderedDict()
+        self._reply_bytes = 0
+        for request, reply in store.replies.items():
+            self._remember(request, reply)
         store.replies = {}
         self._running: dict[Hash256, asyncio.Future[bytes]] = {}
         self._subscriptions: list[Subscription] = []
@@ -463,9 +469,17 @@ class Partition:
             self._running.pop(request, None)
 
     def _remember(self, request: Hash256, reply: bytes) -> None:
+        """Keep ``reply`` for ``request``, forgetting the oldest beyond either bound."""
+        previous = self._replies.pop(request, None)
+        if previous is not None:
+            self._reply_bytes -= len(previous)
         self._replies[request] = reply
-        while len(self._replies) > _REMEMBERED_REPLIES:
-            self._replies.popitem(last=False)
+        self._reply_bytes += len(reply)
+        while len(self._replies) > 1 and (
+            len(self._replies) > _REMEMBERED_REPLIES
+            or self._reply_bytes > _REMEMBERED_REPLY_BYTES
+        ):
+            self._reply_bytes -= len(self._replies.popitem(last=False)[1])
 
     async def _on_forge(self, message: Msg) -> None:
         """A Forge envelope: the engine's dispatcher answers it."""
