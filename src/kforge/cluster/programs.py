@@ -15,7 +15,9 @@ The gateway stores and reads programs with :func:`store_object` and :func:`fetch
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
+from typing import Final
 
 from nats.js.errors import ObjectNotFoundError
 from nats.js.object_store import ObjectStore
@@ -25,6 +27,17 @@ from kforge.storage import MEMORY, Vault
 
 __all__ = ["ObjectVault", "fetch_object", "store_object"]
 
+#: Objects larger than this are hashed in a thread (hashlib releases the GIL), so a
+#: large program does not hold the event loop for milliseconds.
+_HASH_IN_THREAD: Final = 64 * 1024
+
+
+async def content_id(data: bytes) -> Hash256:
+    """``Hash256.of(data)``, off the event loop when ``data`` is large."""
+    if len(data) > _HASH_IN_THREAD:
+        return await asyncio.to_thread(Hash256.of, data)
+    return Hash256.of(data)
+
 
 async def fetch_object(store: ObjectStore, object_id: Hash256) -> bytes:
     """The object named ``object_id``, its content id checked (``VaultFetchFailed``)."""
@@ -33,14 +46,14 @@ async def fetch_object(store: ObjectStore, object_id: Hash256) -> bytes:
     except ObjectNotFoundError:
         raise VaultFetchFailed(object_id, "no such object in the cluster's object store") from None
     data = found.data or b""
-    if Hash256.of(data) != object_id:
+    if await content_id(data) != object_id:
         raise VaultFetchFailed(object_id, "the stored bytes do not hash to the id (tampered)")
     return data
 
 
 async def store_object(store: ObjectStore, data: bytes) -> Hash256:
     """Store ``data`` under its id (once: the same id is the same bytes)."""
-    object_id = Hash256.of(data)
+    object_id = await content_id(data)
     try:
         await store.get_info(object_id.hex)
     except ObjectNotFoundError:
