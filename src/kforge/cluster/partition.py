@@ -476,8 +476,7 @@ class Partition:
         self._replies[request] = reply
         self._reply_bytes += len(reply)
         while len(self._replies) > 1 and (
-            len(self._replies) > _REMEMBERED_REPLIES
-            or self._reply_bytes > _REMEMBERED_REPLY_BYTES
+            len(self._replies) > _REMEMBERED_REPLIES or self._reply_bytes > _REMEMBERED_REPLY_BYTES
         ):
             self._reply_bytes -= len(self._replies.popitem(last=False)[1])
 
