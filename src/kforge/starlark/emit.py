@@ -301,6 +301,7 @@ def emit_program(unit: Unit) -> Emitted:
 
     allocations: dict[str, Allocation] = {}
     depth: dict[str, int] = {}
+    reach: dict[str, int | None] = {}
     may_raise: dict[str, bool] = {}
     for component in components:  # callees first
         for name in sorted(component):
@@ -347,6 +348,9 @@ def emit_program(unit: Unit) -> Emitted:
             depth[name] = _frame_depth(
                 functions[name], summaries[name], allocations[name], depth, checked, component_of
             )
+            reach[name] = _checked_reach(
+                summaries[name], allocations[name], reach, checked, component_of[name], component_of
+            )
             if name == GC_ALLOC:  # see GC_ALLOC: what its own code pushes and calls
                 # GC_ROOM runs the collector below a frame that did not fit: its frames
                 # must stay clear of the collector's area at the bottom of the reserve
@@ -372,6 +376,7 @@ def emit_program(unit: Unit) -> Emitted:
         for name in component:
             may_raise[name] = raises
 
+    frame = {name: reach[name] or 0 for name in checked if name in functions}
     code = _Code()
     data = DataLayout(unit.declarations)
     code.data = data
@@ -400,7 +405,7 @@ def emit_program(unit: Unit) -> Emitted:
         code,
         Unit(functions, unit.declarations, unit.entry, unit.memory_size),
         summaries,
-        depth,
+        _stack_reserve(unit.entry, depth, reach, frame),
         sites,
     )
     order = [unit.entry, *sorted(name for name in functions if name != unit.entry)]
@@ -418,7 +423,7 @@ def emit_program(unit: Unit) -> Emitted:
             function,
             allocations[name],
             name in checked,
-            depth[name],
+            frame.get(name, 0),
             sites,
             unit,
             starlark_numbers.get(name, builtin_numbers.get(name, 0)),
@@ -673,6 +678,68 @@ def _frame_depth(
     return 8 + _FRAME_SLACK + deepest
 
 
+def _checked_reach(
+    summary: _Summary,
+    allocation: Allocation,
+    reach: dict[str, int | None],
+    checked: set[str],
+    mine: int,
+    component_of: dict[str, int],
+) -> int | None:
+    """Bytes of stack from this function's entry (its return address included) to the
+    entry of a checked function it may call, directly or through unchecked ones; None
+    if it calls none.  A checked function lowers ``LIM`` by this much for as long as
+    it runs (what deeper checked calls start from); the rest of its depth, the
+    unchecked work below it that returns before it calls anything checked, is covered
+    once by the start code's reserve (:func:`_stack_reserve`), not once per frame of a
+    recursion."""
+    deepest: int | None = None
+    for insn in summary.calls:
+        pushed = 8 * len(allocation.saves.get(id(insn), ()))
+        if insn.op == "CALLI":  # a function called through a value is checked
+            below: int | None = 0
+        else:
+            callee = _callee(insn)
+            if callee in checked or component_of.get(callee) == mine:
+                below = 0
+            else:
+                below = reach.get(callee)
+        if below is not None:
+            deepest = max(deepest or 0, pushed + below)
+    for term in summary.jumps:
+        if term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
+            callee = term.ref.name
+            if callee in checked or component_of.get(callee) == mine:
+                later: int | None = 0
+            else:
+                later = reach.get(callee)
+        else:
+            later = 0
+        if later is not None:
+            deepest = max(deepest or 0, later)
+    # no slack: the word an indirect call pushes below its return address is gone (RET
+    # took it) by the time the callee starts, and the start code's reserve covers it
+    return None if deepest is None else 8 + deepest
+
+
+def _stack_reserve(
+    entry: str,
+    depth: dict[str, int],
+    reach: dict[str, int | None],
+    frame: dict[str, int],
+) -> int:
+    """Bytes the start code keeps below the top of memory, besides the emergency
+    reserve, so that ``LIM`` stays below the stack.  The stack in use is at most the
+    entry's way to its first checked call, plus each active checked function's
+    ``frame`` (what :func:`_checked_reach` found), plus the whole depth of the
+    innermost one: the reserve covers that last part for whichever it is, and the
+    entry's own depth while no checked function runs."""
+    beyond_frame = max((depth[name] - used for name, used in frame.items()), default=0)
+    if entry in frame:
+        return max(beyond_frame, 0)
+    return max(depth.get(entry, 0), (reach.get(entry) or 0) + beyond_frame)
+
+
 # -- emission ---------------------------------------------------------------------
 
 
@@ -680,12 +747,12 @@ def _emit_start(
     code: _Code,
     unit: Unit,
     summaries: dict[str, _Summary],
-    depth: dict[str, int],
+    stack_reserve: int,
     sites: list[tuple[int, int]],
 ) -> int:
     """The program's first instructions: save the environment block's place, set the
-    reserved registers, reserve the stack below the top of memory, check that memory
-    is there, run the main module, halt."""
+    reserved registers, reserve the stack below the top of memory (``stack_reserve``,
+    see :func:`_stack_reserve`), check that memory is there, run the main module, halt."""
     start = code.here
     code.function = 0
     code.loc = None
@@ -702,7 +769,7 @@ def _emit_start(
     code.emit(Opcode.LI, ONE, imm=1)
     code.emit(Opcode.LI, SIGN, imm=1 << 63)
     top = unit.memory_size & ~7
-    reserve = EMERGENCY_RESERVE + depth.get(unit.entry, 0) + 64
+    reserve = EMERGENCY_RESERVE + stack_reserve + 64
     code.emit(Opcode.LI, LIM, imm=max(top - reserve, 0))
     code.emit(Opcode.LOAD, SCRATCH_A, ZERO, imm=max(unit.memory_size - 1, 0))
     code.emit_to(Opcode.JLT, "rt$no_memory", rs1=LIM, rs2=HP)

@@ -291,6 +291,8 @@ def error(message: int, builtin: int) -> None:
                 buf_str(b, text(" frames omitted)\n"))
             continue
         info = load(outer + 8 * (i % keep)) if i >= keep else load(inner + 8 * i)
+        if load(b + L.BUF_LEN) > 128:  # sent as it goes: the heap may be nearly full
+            send_buffer(2, b)
         write_frame(b, info)
     if builtin != 0:
         buf_str(b, text("Error in "))
