@@ -112,14 +112,20 @@ def alloc_block(tag: int, size: int) -> int:
     return block + L.BLOCK_DATA
 
 
+#: The messages of the errors that find no room: static (named constants), since a
+#: cold literal would be made on the heap (see :mod:`kforge.starlark.lowlevel`).
+_NO_HEAP: Final = text("out of memory: the program's heap reached its memory quota")
+_NO_STACK: Final = text("Starlark stack overflow: calls nested too deeply for the memory quota")
+
+
 @noreturn
 def out_of_memory() -> None:
-    error(text("out of memory: the program's heap reached its memory quota"), 0)
+    error(_NO_HEAP, 0)
 
 
 @noreturn
 def rt_stack_overflow() -> None:
-    error(text("Starlark stack overflow: calls nested too deeply for the memory quota"), 0)
+    error(_NO_STACK, 0)
 
 
 # -- byte buffers ---------------------------------------------------------------------

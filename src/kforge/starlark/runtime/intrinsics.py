@@ -60,6 +60,12 @@ def noreturn(function: _F) -> _F:
     return function
 
 
+def cold(function: _F) -> _F:
+    """Marks a function that only error paths call (it words a message): its string
+    literals are made on the heap by code when reached, not laid out as static data."""
+    return function
+
+
 def checked(function: _F) -> _F:
     """Marks a function whose stack depth is checked on entry (it recurses)."""
     return function
