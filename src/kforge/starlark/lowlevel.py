@@ -27,9 +27,9 @@ meaning:
   program without floats runs the code it always ran and links no float code.
 
 *Cold* code is what runs only on the way to an error: a ``@noreturn`` or ``@cold``
-function's body, and a statement list that ends in a call of a function that never
-returns (declared ``@noreturn``, or whose own body ends so) with no ``return``,
-``break`` or ``continue`` leaving it.  A string literal there is not laid out in the
+function's body, and the statements of a list that always go on to a call of a
+function that never returns (declared ``@noreturn``, or whose own body always gets
+to such a call), no ``return``, ``break`` or ``continue`` leaving the list before.  A string literal there is not laid out in the
 data section (which counts against the memory quota): its bytes are immediates of a
 function compiled for it (:data:`TEXT_PREFIX`), which makes the string on the heap
 when the literal is reached; a literal passed straight to a ``@noreturn`` function is
@@ -232,8 +232,9 @@ class _FunctionCompiler:
 
     def statements(self, body: list[ast.stmt]) -> None:
         enclosing = self.in_cold
-        self.in_cold = enclosing or ends_cold(body, self.cold.noreturn)
-        for statement in body:
+        cold = cold_start(body, self.cold.noreturn)
+        for index, statement in enumerate(body):
+            self.in_cold = enclosing or index >= cold
             self.statement(statement)
         self.in_cold = enclosing
 
@@ -835,21 +836,23 @@ def _decorated(node: ast.FunctionDef, decorator: str) -> bool:
     return any(isinstance(d, ast.Name) and d.id == decorator for d in node.decorator_list)
 
 
-def ends_cold(body: list[ast.stmt], noreturn: set[str]) -> bool:
-    """Whether every run of the statement list ``body`` ends in a call of a function of
-    ``noreturn`` (or ``fault``): its last statement is one, and nothing leaves it
-    before (a ``return``, or a ``break`` or ``continue`` of a loop around it)."""
-    if not body:
-        return False
-    last = body[-1]
-    if not (
-        isinstance(last, ast.Expr)
-        and isinstance(last.value, ast.Call)
-        and isinstance(last.value.func, ast.Name)
-        and (last.value.func.id in noreturn or last.value.func.id == "fault")
-    ):
-        return False
-    return not any(_leaves(statement, 0) for statement in body)
+def cold_start(body: list[ast.stmt], noreturn: set[str]) -> int:
+    """Where the cold part of the statement list ``body`` starts (``len(body)`` when it
+    has none): the statements that always go on to a call of a function of
+    ``noreturn`` (or ``fault``) in the list, nothing leaving it before (a ``return``,
+    or a ``break`` or ``continue`` of a loop around it), and what follows that call."""
+    for end, statement in enumerate(body):
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(statement.value, ast.Call)
+            and isinstance(statement.value.func, ast.Name)
+            and (statement.value.func.id in noreturn or statement.value.func.id == "fault")
+        ):
+            start = end
+            while start > 0 and not _leaves(body[start - 1], 0):
+                start -= 1
+            return start
+    return len(body)
 
 
 def _leaves(node: ast.stmt, loops: int) -> bool:
@@ -866,12 +869,14 @@ def _leaves(node: ast.stmt, loops: int) -> bool:
 
 
 def never_return(nodes: list[ast.FunctionDef]) -> set[str]:
-    """The functions that never return: declared ``@noreturn``, or whose body ends in a
-    call of one that never returns."""
+    """The functions that never return: declared ``@noreturn``, or whose body always
+    gets to a call of one that never returns."""
     found = {node.name for node in nodes if _decorated(node, "noreturn")}
     while True:
         more = {
-            node.name for node in nodes if node.name not in found and ends_cold(node.body, found)
+            node.name
+            for node in nodes
+            if node.name not in found and cold_start(node.body, found) == 0
         }
         if not more:
             return found

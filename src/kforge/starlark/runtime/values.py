@@ -12,6 +12,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     FLOATS,
     Global,
+    cold,
     load,
     loadb,
     noreturn,
@@ -505,6 +506,7 @@ def comparison_failed(a: int, b: int) -> int:
     return FAILED
 
 
+@cold
 def comparison_failure(op: int) -> int:
     """The message for the comparison that last failed, made with operator ``op`` (0
     ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``): ``int < string not implemented``."""
@@ -537,6 +539,7 @@ def error_compare_depth(builtin: int) -> None:
     error(message, builtin)
 
 
+@cold
 def prefixed(builtin: int, message: int) -> int:
     """``NAME: message`` (Go's ``nameErr``)."""
     buffer = buf_new(64)
@@ -659,6 +662,7 @@ def hash_object(v: int) -> int:
     return 0
 
 
+@cold
 def unhashable_message() -> int:
     """``unhashable type: list`` (and dict), ``unhashable: range`` (and the others), as
     Go words them, for the value that made the last hash fail."""
