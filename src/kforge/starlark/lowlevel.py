@@ -63,7 +63,7 @@ from kforge.starlark.builder import Builder
 from kforge.starlark.data import Declarations
 from kforge.starlark.ir import Block, CodeRef, Cond, DataRef, Function, Insn
 from kforge.starlark.regs import HP, LIM, ONE, SIGN, ZERO
-from kforge.starlark.runtime.intrinsics import StaticText
+from kforge.starlark.runtime.intrinsics import LazyTable, StaticText
 
 _BINARY = {
     ast.Add: "ADD",
@@ -117,14 +117,18 @@ TEXT_PREFIX: Final = "text$"
 #: Between a noreturn function's name and a hash: the wrapper that calls it with the
 #: cold string literals of one call site made on the heap.
 RAISE_INFIX: Final = "$raise#"
+#: The name prefix of the function that makes a lazy table (``table(b"...")``).
+TABLE_PREFIX: Final = "table$"
 
 
 class ColdCode:
     """What cold code needs besides its own functions: the functions that make its
     string literals and the wrappers of its noreturn calls, and which functions never
-    return (declared or found)."""
+    return (declared or found); also the functions that make lazy tables
+    (:func:`~kforge.starlark.runtime.intrinsics.table`)."""
 
-    def __init__(self, declared_noreturn: set[str], noreturn: set[str]) -> None:
+    def __init__(self, data: Declarations, declared_noreturn: set[str], noreturn: set[str]) -> None:
+        self.data = data
         self.declared_noreturn = declared_noreturn
         self.noreturn = noreturn
         self.functions: dict[str, Function] = {}
@@ -133,21 +137,31 @@ class ColdCode:
         """The function returning a new heap object of tag ``tag`` with ``payload``."""
         kind = "s" if tag == L.TAG_STRING else "b"
         name = f"{TEXT_PREFIX}{kind}#{hashlib.sha256(payload).hexdigest()[:24]}"
-        if name in self.functions:
-            return name
-        function = Function(name, 0)
-        b = Builder(function)
-        b.params(0)
-        string = b.call("alloc", [b.li(L.STR_DATA + len(payload))])
-        b.store(b.li(tag), string, L.HEADER)
-        b.store(b.li(len(payload)), string, L.STR_LEN)
-        padded = payload + bytes(-len(payload) % 8)
-        for offset in range(0, len(padded), 8):
-            word = int.from_bytes(padded[offset : offset + 8], "little")
-            if word:  # alloc zeroed the rest
-                b.store(b.li(word), string, L.STR_DATA + offset)
-        b.ret(string)
-        self.functions[name] = function
+        if name not in self.functions:
+            function = self.functions[name] = Function(name, 0)
+            b = Builder(function)
+            b.params(0)
+            b.ret(_make_string(b, payload, tag))
+        return name
+
+    def table_function(self, payload: bytes) -> str:
+        """The function returning the bytes object with ``payload``, made on the heap
+        by its first call (a word of the data section keeps it)."""
+        name = f"{TABLE_PREFIX}{hashlib.sha256(payload).hexdigest()[:24]}"
+        if name not in self.functions:
+            function = self.functions[name] = Function(name, 0)
+            b = Builder(function)
+            b.params(0)
+            kept = DataRef(self.data.word(f"g:{name}"))
+            made = b.load(ZERO, ref=kept)
+            ready, first = b.new_block(), b.new_block()
+            b.br("NZ", made, -1, ready, first)
+            b.set_block(ready)
+            b.ret(made)
+            b.set_block(first)
+            made = _make_string(b, payload, L.TAG_BYTES)
+            b.store(made, ZERO, ref=kept)
+            b.ret(made)
         return name
 
     def raise_wrapper(self, target: str, literals: dict[int, tuple[bytes, int]], arity: int) -> str:
@@ -511,6 +525,9 @@ class _FunctionCompiler:
             register = self.locals.get(node.id)
             if register is None:
                 value = self.lookup(node.id)
+                if isinstance(value, LazyTable):  # a module-level table(b"...") constant
+                    made = self.b.call(self.cold.table_function(value.literal), [])
+                    return made if into < 0 else self.b.mov(made, dst=into)
                 if isinstance(value, StaticText):  # a module-level text("...") constant
                     return self.static_string(value.literal, into)
                 if isinstance(value, str | bytes):  # a module-level string constant
@@ -826,6 +843,19 @@ def _fold(op: str, left: int, right: int) -> int | None:
     return None
 
 
+def _make_string(b: Builder, payload: bytes, tag: int) -> int:
+    """Code making a new heap object of tag ``tag`` (str or bytes) with ``payload``."""
+    string = b.call("alloc", [b.li(L.STR_DATA + len(payload))])
+    b.store(b.li(tag), string, L.HEADER)
+    b.store(b.li(len(payload)), string, L.STR_LEN)
+    padded = payload + bytes(-len(payload) % 8)
+    for offset in range(0, len(padded), 8):
+        word = int.from_bytes(padded[offset : offset + 8], "little")
+        if word:  # alloc zeroed the rest
+            b.store(b.li(word), string, L.STR_DATA + offset)
+    return string
+
+
 def _payload(value: str | bytes) -> tuple[bytes, int]:
     if isinstance(value, str):
         return value.encode(), L.TAG_STRING
@@ -931,6 +961,7 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
                     )
                 globals_by_name[name] = value
     cold = ColdCode(
+        library.data,
         {node.name for _, node in nodes if _decorated(node, "noreturn")},
         never_return([node for _, node in nodes]),
     )
