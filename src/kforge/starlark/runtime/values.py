@@ -601,7 +601,7 @@ def hash_key(v: int, builtin: int) -> int:
         return x ^ (x >> 32)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
-        h = load(v + L.STR_HASH)
+        h = load(v) >> L.STR_HASH_SHIFT
         if h != 0:
             return h
         return string_hash(v)
@@ -688,8 +688,9 @@ def mix(x: int) -> int:
 def string_hash(s: int) -> int:
     """FNV-1a over the bytes a word at a time, then mixed (so that the low bits, which
     index a dict, depend on every byte); cached in the string (never 0, which means not
-    yet computed)."""
-    h = load(s + L.STR_HASH)
+    yet computed): 48 bits, kept in the header (see ``layout.STR_HASH_SHIFT``)."""
+    header = load(s)
+    h = header >> L.STR_HASH_SHIFT
     if h != 0:
         return h
     n = load(s + L.STR_LEN)
@@ -702,8 +703,8 @@ def string_hash(s: int) -> int:
     rest = n & 7
     if rest != 0:
         h = (h ^ (load(p) & ((1 << (rest << 3)) - 1))) * 0x100000001B3
-    h = mix(h) | 1
-    store(s + L.STR_HASH, h)
+    h = (mix(h) & L.STR_HASH_MASK) | 1
+    store(s, header | (h << L.STR_HASH_SHIFT))
     return h
 
 
