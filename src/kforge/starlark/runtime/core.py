@@ -316,18 +316,18 @@ def write_frame(b: int, info: int) -> None:
     number = (info >> 16) & 0xFFFF
     if ((info >> 8) & 3) != SITE_STARLARK:
         buf_str(b, text("  <builtin>: in "))
-        buf_str(b, load(data_address("rt$builtins") + 8 * number))
+        buf_str(b, load(data_address("rt$builtins") + 4 * number) & 0xFFFFFFFF)
         buf_byte(b, 10)
         return
-    table = data_address("rt$frames")
+    names = load(data_address("rt$frames") + 8 * number)  # file | function << 32
     buf_str(b, text("  "))
-    buf_str(b, load(table + 16 * number))
+    buf_str(b, names & 0xFFFFFFFF)
     buf_byte(b, 58)
     buf_decimal(b, (info >> 32) & 0xFFFFF)
     buf_byte(b, 58)
     buf_decimal(b, info >> 52)
     buf_str(b, text(": in "))
-    buf_str(b, load(table + 16 * number + 8))
+    buf_str(b, names >> 32)
     buf_byte(b, 10)
 
 
