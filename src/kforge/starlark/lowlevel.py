@@ -141,7 +141,7 @@ class ColdCode:
             function = self.functions[name] = Function(name, 0)
             b = Builder(function)
             b.params(0)
-            b.ret(_make_string(b, payload, tag))
+            b.ret(make_string(b, payload, tag))
         return name
 
     def table_function(self, payload: bytes) -> str:
@@ -159,7 +159,7 @@ class ColdCode:
             b.set_block(ready)
             b.ret(made)
             b.set_block(first)
-            made = _make_string(b, payload, L.TAG_BYTES)
+            made = make_string(b, payload, L.TAG_BYTES)
             b.store(made, ZERO, ref=kept)
             b.ret(made)
         return name
@@ -843,7 +843,7 @@ def _fold(op: str, left: int, right: int) -> int | None:
     return None
 
 
-def _make_string(b: Builder, payload: bytes, tag: int) -> int:
+def make_string(b: Builder, payload: bytes, tag: int = L.TAG_STRING) -> int:
     """Code making a new heap object of tag ``tag`` (str or bytes) with ``payload``."""
     string = b.call("alloc", [b.li(L.STR_DATA + len(payload))])
     b.store(b.li(tag), string, L.HEADER)
