@@ -22,9 +22,10 @@ def _header(tag: int) -> int:
 
 
 def string_object(tag: int, payload: bytes) -> bytes:
-    """A static str or bytes object: header, length, hash (computed at run time), bytes."""
+    """A static str or bytes object: header (its hash computed at run time), length,
+    bytes."""
     padded = payload + bytes(-len(payload) % 8)
-    return _U64.pack(_header(tag)) + _U64.pack(len(payload)) + _U64.pack(0) + padded
+    return _U64.pack(_header(tag)) + _U64.pack(len(payload)) + padded
 
 
 def string_name(payload: bytes, tag: int = L.TAG_STRING) -> str:

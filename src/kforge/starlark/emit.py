@@ -102,7 +102,8 @@ class SiteKind(IntEnum):
 
 #: Bit of a site word marking a call made by a builtin (its number in bits 16..31).
 SITE_BUILTIN_FRAME: Final = 1 << 10
-#: The data item of builtin names (str addresses) tracebacks show for builtin frames.
+#: The data item of builtin names tracebacks show for builtin frames: a 32-bit str
+#: address per builtin (data addresses fit 32 bits), so half a word each.
 BUILTINS_TABLE: Final = "rt$builtins"
 
 
@@ -118,8 +119,9 @@ class CompileLimit(Exception):
     """The program is beyond what the code generator handles (e.g. too many pushes)."""
 
 
-#: The data item the error path reads frame names from: per Starlark function, the
-#: addresses of its file name and of its name (static strings).
+#: The data item the error path reads frame names from: per Starlark function, a word
+#: holding the address of its file name (bits 0..31) and of its name (32..63), static
+#: strings.
 FRAMES_TABLE: Final = "rt$frames"
 
 
@@ -190,13 +192,23 @@ _OPCODE: Final = {
 
 
 def _static_string(data: DataLayout, text: str) -> int:
+    """The address of a static str (below 2**32, so that tables can hold it in 32 bits)."""
     from kforge.starlark.data import string_name, string_object
 
     payload = text.encode()
     name = string_name(payload)
-    if name in data.placed:
-        return data.placed[name]
-    return data.place(name, string_object(L.TAG_STRING, payload))
+    address = data.placed.get(name)
+    if address is None:
+        address = data.place(name, string_object(L.TAG_STRING, payload))
+    if address >= 1 << 32:
+        raise CompileLimit("the static data does not fit 4 GiB")
+    return address
+
+
+def _halfwords(values: list[int]) -> bytes:
+    """``values`` (32-bit) as 4-byte little-endian numbers, padded to a whole word."""
+    packed = b"".join(value.to_bytes(4, "little") for value in values) or bytes(4)
+    return packed + bytes(-len(packed) % 8)
 
 
 class _Code:
@@ -389,8 +401,8 @@ def emit_program(unit: Unit) -> Emitted:
         file, shown = function.source if function.source else ("", name)
         infos.append(FunctionInfo(name=shown, file=file, runtime=function.source is None))
         if function.source is not None:
-            starlark_numbers[name] = len(frames) // 2
-            frames += [_static_string(data, file), _static_string(data, shown)]
+            starlark_numbers[name] = len(frames)
+            frames.append(_static_string(data, file) | _static_string(data, shown) << 32)
     data.place(FRAMES_TABLE, words(frames or [0]))
     builtin_numbers: dict[str, int] = {}
     builtin_names: list[int] = []
@@ -398,7 +410,7 @@ def emit_program(unit: Unit) -> Emitted:
         if function.builtin:
             builtin_numbers[name] = len(builtin_names)
             builtin_names.append(_static_string(data, function.builtin))
-    data.place(BUILTINS_TABLE, words(builtin_names or [0]))
+    data.place(BUILTINS_TABLE, _halfwords(builtin_names))
     sites: list[tuple[int, int]] = []  # (return address, site word)
     code.collector = GC_ALLOC in functions
     start = _emit_start(

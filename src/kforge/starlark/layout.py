@@ -89,10 +89,14 @@ FLAG_MARK: Final = 1 << 15
 
 HEADER: Final = 0
 
-# str and bytes: header, length in bytes, cached hash (0 = not computed yet), then bytes
+# str and bytes: header, length in bytes, then the bytes.  The header's bits from
+# STR_HASH_SHIFT up cache the string's hash (0 = not computed yet; a hash is never 0),
+# so a string costs no word for it: most strings, static ones above all, are never hashed
 STR_LEN: Final = 8
-STR_HASH: Final = 16
-STR_DATA: Final = 24
+STR_DATA: Final = 16
+STR_HASH_SHIFT: Final = 16
+#: The bits of a string's hash (what fits in the header above its tag and flags).
+STR_HASH_MASK: Final = (1 << 48) - 1
 
 # big int: header, sign (0 or 1) << 32 | limb count, then 32-bit limbs, least significant
 # first, one per word; the top limb is non-zero and the value does not fit a small int

@@ -16,13 +16,27 @@ meaning:
   :mod:`kforge.starlark.layout`), a :class:`~kforge.starlark.runtime.intrinsics.Global`
   (a word in the data section: ``name.value``), or a function;
 * a string literal is the address of a static Starlark ``str`` object with those
-  bytes (UTF-8), a bytes literal that of a static ``bytes`` object;
-* ``@noreturn`` marks a function that never returns (the error path);
+  bytes (UTF-8), a bytes literal that of a static ``bytes`` object, except in *cold*
+  code (below);
+* ``@noreturn`` marks a function that never returns (the error path); ``@cold`` one
+  that only error paths call (it words a message);
 * ``if FLOATS:`` and ``if FLOATS and X:`` guard what only a program that uses floats
   needs: a function with such a test is compiled twice, as ``NAME`` without the
   guarded statements (its ``else`` part only) and as ``NAME@floats`` with them (the
   linker takes the second in place of the first for a program with floats), so a
   program without floats runs the code it always ran and links no float code.
+
+*Cold* code is what runs only on the way to an error: a ``@noreturn`` or ``@cold``
+function's body, and the statements of a list that always go on to a call of a
+function that never returns (declared ``@noreturn``, or whose own body always gets
+to such a call), no ``return``, ``break`` or ``continue`` leaving the list before.  A string literal there is not laid out in the
+data section (which counts against the memory quota): its bytes are immediates of a
+function compiled for it (:data:`TEXT_PREFIX`), which makes the string on the heap
+when the literal is reached; a literal passed straight to a ``@noreturn`` function is
+made inside a noreturn wrapper of that call (:data:`RAISE_INFIX`), so the hot part of
+the function calls nothing more than before.  A module-level constant (``NAME:
+Final = text("...")``) is always static: tables, and the messages that must not need
+the heap (``out of memory``).
 
 Every runtime function is visible to every other by its name, whatever module
 defines it (names are unique across the runtime): a module imports the functions
@@ -36,6 +50,7 @@ they are bugs of the runtime, found when it is compiled.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import inspect
 from collections.abc import Callable, Iterator
@@ -48,7 +63,7 @@ from kforge.starlark.builder import Builder
 from kforge.starlark.data import Declarations
 from kforge.starlark.ir import Block, CodeRef, Cond, DataRef, Function, Insn
 from kforge.starlark.regs import HP, LIM, ONE, SIGN, ZERO
-from kforge.starlark.runtime.intrinsics import StaticText
+from kforge.starlark.runtime.intrinsics import LazyTable, StaticText
 
 _BINARY = {
     ast.Add: "ADD",
@@ -97,6 +112,77 @@ class RuntimeLibrary:
 
 #: The suffix of a function's variant for programs that use floats.
 FLOAT_VARIANT: Final = "@floats"
+#: The name prefix of the function that makes a cold string literal on the heap.
+TEXT_PREFIX: Final = "text$"
+#: Between a noreturn function's name and a hash: the wrapper that calls it with the
+#: cold string literals of one call site made on the heap.
+RAISE_INFIX: Final = "$raise#"
+#: The name prefix of the function that makes a lazy table (``table(b"...")``).
+TABLE_PREFIX: Final = "table$"
+
+
+class ColdCode:
+    """What cold code needs besides its own functions: the functions that make its
+    string literals and the wrappers of its noreturn calls, and which functions never
+    return (declared or found); also the functions that make lazy tables
+    (:func:`~kforge.starlark.runtime.intrinsics.table`)."""
+
+    def __init__(self, data: Declarations, declared_noreturn: set[str], noreturn: set[str]) -> None:
+        self.data = data
+        self.declared_noreturn = declared_noreturn
+        self.noreturn = noreturn
+        self.functions: dict[str, Function] = {}
+
+    def text_function(self, payload: bytes, tag: int) -> str:
+        """The function returning a new heap object of tag ``tag`` with ``payload``."""
+        kind = "s" if tag == L.TAG_STRING else "b"
+        name = f"{TEXT_PREFIX}{kind}#{hashlib.sha256(payload).hexdigest()[:24]}"
+        if name not in self.functions:
+            function = self.functions[name] = Function(name, 0)
+            b = Builder(function)
+            b.params(0)
+            b.ret(make_string(b, payload, tag))
+        return name
+
+    def table_function(self, payload: bytes) -> str:
+        """The function returning the bytes object with ``payload``, made on the heap
+        by its first call (a word of the data section keeps it)."""
+        name = f"{TABLE_PREFIX}{hashlib.sha256(payload).hexdigest()[:24]}"
+        if name not in self.functions:
+            function = self.functions[name] = Function(name, 0)
+            b = Builder(function)
+            b.params(0)
+            kept = DataRef(self.data.word(f"g:{name}"))
+            made = b.load(ZERO, ref=kept)
+            ready, first = b.new_block(), b.new_block()
+            b.br("NZ", made, -1, ready, first)
+            b.set_block(ready)
+            b.ret(made)
+            b.set_block(first)
+            made = make_string(b, payload, L.TAG_BYTES)
+            b.store(made, ZERO, ref=kept)
+            b.ret(made)
+        return name
+
+    def raise_wrapper(self, target: str, literals: dict[int, tuple[bytes, int]], arity: int) -> str:
+        """A noreturn function calling ``target`` with ``arity`` arguments: those at the
+        positions of ``literals`` made on the heap, the others its own parameters."""
+        key = repr((target, sorted(literals.items()), arity)).encode()
+        name = f"{target}{RAISE_INFIX}{hashlib.sha256(key).hexdigest()[:16]}"
+        if name in self.functions:
+            return name
+        function = Function(name, arity - len(literals))
+        function.noreturn = True
+        b = Builder(function)
+        params = iter(b.params(arity - len(literals)))
+        args = [
+            b.call(self.text_function(*literals[i]), []) if i in literals else next(params)
+            for i in range(arity)
+        ]
+        b.call(target, args, result=False)
+        b.fault(0)
+        self.functions[name] = function
+        return name
 
 
 class _Loop:
@@ -116,9 +202,13 @@ class _FunctionCompiler:
         resolve_function: Callable[[str], str | None],
         catch_sites: set[int],
         globals_by_name: dict[str, Any],
+        cold: ColdCode,
         floats: bool = False,
     ) -> None:
         self.floats = floats
+        self.cold = cold
+        #: Whether the statements being compiled run only on the way to an error.
+        self.in_cold = _decorated(node, "noreturn") or _decorated(node, "cold")
         self.catch_sites = catch_sites
         self.globals_by_name = globals_by_name
         self.module = module
@@ -128,12 +218,8 @@ class _FunctionCompiler:
         self.resolve_function = resolve_function
         name = node.name + FLOAT_VARIANT if floats else node.name
         self.function = Function(name, len(node.args.args))
-        self.function.noreturn = any(
-            isinstance(d, ast.Name) and d.id == "noreturn" for d in node.decorator_list
-        )
-        self.function.checked = any(
-            isinstance(d, ast.Name) and d.id == "checked" for d in node.decorator_list
-        )
+        self.function.noreturn = _decorated(node, "noreturn")
+        self.function.checked = _decorated(node, "checked")
         self.b = Builder(self.function)
         self.locals: dict[str, int] = {}
         self.loops: list[_Loop] = []
@@ -159,8 +245,12 @@ class _FunctionCompiler:
     # -- statements -----------------------------------------------------------------
 
     def statements(self, body: list[ast.stmt]) -> None:
-        for statement in body:
+        enclosing = self.in_cold
+        cold = cold_start(body, self.cold.noreturn)
+        for index, statement in enumerate(body):
+            self.in_cold = enclosing or index >= cold
             self.statement(statement)
+        self.in_cold = enclosing
 
     def statement(self, node: ast.stmt) -> None:
         self.b.loc = None
@@ -435,6 +525,9 @@ class _FunctionCompiler:
             register = self.locals.get(node.id)
             if register is None:
                 value = self.lookup(node.id)
+                if isinstance(value, LazyTable):  # a module-level table(b"...") constant
+                    made = self.b.call(self.cold.table_function(value.literal), [])
+                    return made if into < 0 else self.b.mov(made, dst=into)
                 if isinstance(value, StaticText):  # a module-level text("...") constant
                     return self.static_string(value.literal, into)
                 if isinstance(value, str | bytes):  # a module-level string constant
@@ -442,7 +535,7 @@ class _FunctionCompiler:
                 raise self.error(node, f"unknown name {node.id}")
             return register if into < 0 else self.b.mov(register, dst=into)
         if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-            return self.static_string(node.value, into)
+            return self.static_string(node.value, into, literal=True)
         if isinstance(node, ast.Attribute):
             return self.b.load(ZERO, dst=into, ref=DataRef(self.global_address(node)))
         if isinstance(node, ast.BinOp):
@@ -477,10 +570,24 @@ class _FunctionCompiler:
             return result if into < 0 else self.b.mov(result, dst=into)
         raise self.error(node, f"{type(node).__name__} is not in the runtime dialect")
 
-    def static_string(self, value: str | bytes, into: int) -> int:
-        payload = value.encode() if isinstance(value, str) else value
-        tag = L.TAG_STRING if isinstance(value, str) else L.TAG_BYTES
+    def static_string(self, value: str | bytes, into: int, literal: bool = False) -> int:
+        """The address of a string (or bytes) object with ``value``: static, but for a
+        ``literal`` in cold code, made on the heap by code (see the module's docstring)."""
+        payload, tag = _payload(value)
+        if literal and self.in_cold:
+            made = self.b.call(self.cold.text_function(payload, tag), [])
+            return made if into < 0 else self.b.mov(made, dst=into)
         return self.b.li_ref(DataRef(self.data.string(payload, tag)), dst=into)
+
+    def literal_text(self, node: ast.expr) -> tuple[bytes, int] | None:
+        """The payload and tag of a string literal or ``text("...")``, else None."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id != "text" or node.func.id in self.locals or len(node.args) != 1:
+                return None
+            node = node.args[0]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+            return _payload(node.value)
+        return None
 
     def binary_into(self, op: str, left: int, right_node: ast.expr, into: int) -> int:
         right = self.expr(right_node)
@@ -516,6 +623,14 @@ class _FunctionCompiler:
         target = self.resolve_function(name)
         if target is None:
             raise self.error(node, f"unknown function {name}")
+        if self.in_cold and target in self.cold.declared_noreturn:
+            literals = {
+                i: text for i, arg in enumerate(node.args) if (text := self.literal_text(arg))
+            }
+            if literals:  # made in a wrapper: a noreturn call changes no register here
+                wrapper = self.cold.raise_wrapper(target, literals, len(node.args))
+                args = [self.expr(arg) for i, arg in enumerate(node.args) if i not in literals]
+                return self.b.call(wrapper, args, result=want_result)
         args = [self.expr(arg) for arg in node.args]
         return self.b.call(target, args, result=want_result)
 
@@ -689,7 +804,7 @@ class _FunctionCompiler:
         literal = node.args[0].value
         if not isinstance(literal, str | bytes):
             raise self.error(node, "text takes one string literal")
-        return self.static_string(literal, -1)
+        return self.static_string(literal, -1, literal=True)
 
     def intrinsic_site_info(self, node: ast.Call) -> int:
         from kforge.starlark.emit import SITE_INFO
@@ -726,6 +841,76 @@ def _fold(op: str, left: int, right: int) -> int | None:
     if op == "SHR":
         return left >> (right & 63)
     return None
+
+
+def make_string(b: Builder, payload: bytes, tag: int = L.TAG_STRING) -> int:
+    """Code making a new heap object of tag ``tag`` (str or bytes) with ``payload``."""
+    string = b.call("alloc", [b.li(L.STR_DATA + len(payload))])
+    b.store(b.li(tag), string, L.HEADER)
+    b.store(b.li(len(payload)), string, L.STR_LEN)
+    padded = payload + bytes(-len(payload) % 8)
+    for offset in range(0, len(padded), 8):
+        word = int.from_bytes(padded[offset : offset + 8], "little")
+        if word:  # alloc zeroed the rest
+            b.store(b.li(word), string, L.STR_DATA + offset)
+    return string
+
+
+def _payload(value: str | bytes) -> tuple[bytes, int]:
+    if isinstance(value, str):
+        return value.encode(), L.TAG_STRING
+    return value, L.TAG_BYTES
+
+
+def _decorated(node: ast.FunctionDef, decorator: str) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == decorator for d in node.decorator_list)
+
+
+def cold_start(body: list[ast.stmt], noreturn: set[str]) -> int:
+    """Where the cold part of the statement list ``body`` starts (``len(body)`` when it
+    has none): the statements that always go on to a call of a function of
+    ``noreturn`` (or ``fault``) in the list, nothing leaving it before (a ``return``,
+    or a ``break`` or ``continue`` of a loop around it), and what follows that call."""
+    for end, statement in enumerate(body):
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(statement.value, ast.Call)
+            and isinstance(statement.value.func, ast.Name)
+            and (statement.value.func.id in noreturn or statement.value.func.id == "fault")
+        ):
+            start = end
+            while start > 0 and not _leaves(body[start - 1], 0):
+                start -= 1
+            return start
+    return len(body)
+
+
+def _leaves(node: ast.stmt, loops: int) -> bool:
+    """Whether ``node`` holds a ``return``, or a ``break`` or ``continue`` of a loop
+    outside it (``loops`` is how many loops around it are inside the list)."""
+    if isinstance(node, ast.Return):
+        return True
+    if isinstance(node, ast.Break | ast.Continue):
+        return loops == 0
+    inner = loops + 1 if isinstance(node, ast.While | ast.For) else loops
+    return any(
+        _leaves(child, inner) for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)
+    )
+
+
+def never_return(nodes: list[ast.FunctionDef]) -> set[str]:
+    """The functions that never return: declared ``@noreturn``, or whose body always
+    gets to a call of one that never returns."""
+    found = {node.name for node in nodes if _decorated(node, "noreturn")}
+    while True:
+        more = {
+            node.name
+            for node in nodes
+            if node.name not in found and cold_start(node.body, found) == 0
+        }
+        if not more:
+            return found
+        found |= more
 
 
 def _is_floats_test(node: ast.expr) -> bool:
@@ -775,14 +960,27 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
                         module.__name__, ast.Pass(), f"Global {name} is defined twice"
                     )
                 globals_by_name[name] = value
+    cold = ColdCode(
+        library.data,
+        {node.name for _, node in nodes if _decorated(node, "noreturn")},
+        never_return([node for _, node in nodes]),
+    )
     for module, node in nodes:
         library.functions[node.name] = _FunctionCompiler(
-            module, node, library.data, resolve, library.catch_sites, globals_by_name
+            module, node, library.data, resolve, library.catch_sites, globals_by_name, cold
         ).compile()
         if tests_floats(node):
             variant = _FunctionCompiler(
-                module, node, library.data, resolve, library.catch_sites, globals_by_name, True
+                module,
+                node,
+                library.data,
+                resolve,
+                library.catch_sites,
+                globals_by_name,
+                cold,
+                floats=True,
             ).compile()
             library.functions[variant.name] = variant
             library.float_variants.add(node.name)
+    library.functions.update(cold.functions)
     return library

@@ -22,6 +22,7 @@ from kforge.starlark.builtins import (
 )
 from kforge.starlark.ir import DataRef, Function
 from kforge.starlark.lower import ProgramState
+from kforge.starlark.lowlevel import make_string
 from kforge.starlark.regs import ZERO
 
 
@@ -116,8 +117,9 @@ def method_number_function(state: ProgramState) -> Function:
 
 
 def method_names_function(state: ProgramState) -> Function:
-    """``method_names(tag)``: a static tuple of a type's sorted method names (for ``dir``
-    and the spelling hint of a missing attribute)."""
+    """``method_names(tag)``: a new tuple of a type's sorted method names (for ``dir``
+    and the spelling hint of a missing attribute), made by code: rarely read (an
+    error's hint, ``dir``), so not laid out as static data (2.5 KB of names)."""
     names = Function("method_names", 1)
     b = Builder(names)
     (tag,) = b.params(1)
@@ -125,19 +127,13 @@ def method_names_function(state: ProgramState) -> Function:
     for method in METHOD_LIST:
         by_tag.setdefault(method.receiver, []).append(method.name)
     for receiver, method_names in sorted(by_tag.items()):
-        record = state.data.record(
-            f"methods:{receiver}",
-            (
-                L.TAG_TUPLE | L.FLAG_STATIC | L.FLAG_FROZEN,
-                len(method_names),
-                *(state.data.string(m.encode()) for m in sorted(method_names)),
-            ),
-        )
         this, other = b.new_block(), b.new_block()
         b.br("EQ", tag, b.li(receiver), this, other)
         b.set_block(this)
-        b.ret(b.li_ref(DataRef(record)))
+        made = b.call("tuple_with", [b.li(len(method_names))])
+        for index, name in enumerate(sorted(method_names)):
+            b.store(make_string(b, name.encode()), made, L.TUPLE_ITEMS + 8 * index)
+        b.ret(made)
         b.set_block(other)
-    empty = state.data.record("methods:none", (L.TAG_TUPLE | L.FLAG_STATIC | L.FLAG_FROZEN, 0))
-    b.ret(b.li_ref(DataRef(empty)))
+    b.ret(b.call("tuple_with", [ZERO]))
     return names

@@ -112,14 +112,20 @@ def alloc_block(tag: int, size: int) -> int:
     return block + L.BLOCK_DATA
 
 
+#: The messages of the errors that find no room: static (named constants), since a
+#: cold literal would be made on the heap (see :mod:`kforge.starlark.lowlevel`).
+_NO_HEAP: Final = text("out of memory: the program's heap reached its memory quota")
+_NO_STACK: Final = text("Starlark stack overflow: calls nested too deeply for the memory quota")
+
+
 @noreturn
 def out_of_memory() -> None:
-    error(text("out of memory: the program's heap reached its memory quota"), 0)
+    error(_NO_HEAP, 0)
 
 
 @noreturn
 def rt_stack_overflow() -> None:
-    error(text("Starlark stack overflow: calls nested too deeply for the memory quota"), 0)
+    error(_NO_STACK, 0)
 
 
 # -- byte buffers ---------------------------------------------------------------------
@@ -312,18 +318,18 @@ def write_frame(b: int, info: int) -> None:
     number = (info >> 16) & 0xFFFF
     if ((info >> 8) & 3) != SITE_STARLARK:
         buf_str(b, text("  <builtin>: in "))
-        buf_str(b, load(data_address("rt$builtins") + 8 * number))
+        buf_str(b, load(data_address("rt$builtins") + 4 * number) & 0xFFFFFFFF)
         buf_byte(b, 10)
         return
-    table = data_address("rt$frames")
+    names = load(data_address("rt$frames") + 8 * number)  # file | function << 32
     buf_str(b, text("  "))
-    buf_str(b, load(table + 16 * number))
+    buf_str(b, names & 0xFFFFFFFF)
     buf_byte(b, 58)
     buf_decimal(b, (info >> 32) & 0xFFFFF)
     buf_byte(b, 58)
     buf_decimal(b, info >> 52)
     buf_str(b, text(": in "))
-    buf_str(b, load(table + 16 * number + 8))
+    buf_str(b, names >> 32)
     buf_byte(b, 10)
 
 

@@ -118,7 +118,6 @@ def builtin__recv(channel: int, as_text: int) -> int:
         tag = L.TAG_STRING
     store(s, tag)
     store(s + L.STR_LEN, length)
-    store(s + L.STR_HASH, 0)
     set_heap_pointer(s + ((L.STR_DATA + length + 7) & ~7))
     return s
 

@@ -40,6 +40,18 @@ def text(literal: str | bytes) -> int:
     return StaticText(literal)
 
 
+class LazyTable(StaticText):
+    """What :func:`table` gives Python (see :class:`StaticText`)."""
+
+
+def table(literal: bytes) -> int:
+    """The address of a ``bytes`` object with this content, made on the heap by code the
+    first time the program reads it, then kept: for a table most programs never read,
+    which then costs them no static data.  (Not to be read first between a heap mark
+    and its ``heap_release``, which would give it back.)"""
+    return LazyTable(literal)
+
+
 class Global:
     """One word of mutable runtime state in the data section; read and assign ``.value``."""
 
@@ -57,6 +69,12 @@ FLOATS: int = 1
 
 def noreturn(function: _F) -> _F:
     """Marks a function that never returns (it ends the machine or unwinds)."""
+    return function
+
+
+def cold(function: _F) -> _F:
+    """Marks a function that only error paths call (it words a message): its string
+    literals are made on the heap by code when reached, not laid out as static data."""
     return function
 
 

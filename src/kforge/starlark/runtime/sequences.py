@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     FLOATS,
+    cold,
     load,
     loadb,
     noreturn,
@@ -128,11 +129,13 @@ def index_in(v: int, n: int, container: int, named: int) -> int:
     return 0
 
 
+@cold
 def index_prefix(container: int) -> int:
     """``list index: `` and the like, for an index that is not an int."""
     return string_concat_text(type_name(container), text(" index: "))
 
 
+@cold
 def out_of_range_message(i: int, n: int, container: int) -> int:
     """``list index 5 out of range [-2:1]``, or ``index 0 out of range: empty list``."""
     b = buf_new(64)

@@ -4,7 +4,8 @@
 ASCII is answered by code; code points from U+0080 on by the tables of
 :mod:`kforge.starlark.runtime.unicode_data`, generated from the Go implementation
 itself (``tests/starlark/test_rt_unicode.py`` makes them and explains their encoding).
-Each table is laid out only in programs that reach its lookup: about 1.6 KB for
+Each table is made on the heap the first time a program reads it (a program that
+meets no code point from U+0080 on has none): about 1.6 KB for
 ``repr`` (which code points print as themselves), 1.5 KB for the case mappings
 (``upper``, ``lower``, ``title``, ``capitalize``, ``isupper``, ``islower``), 1.5 KB for
 ``isalpha``, 0.2 KB for ``isdigit`` and 0.4 KB more for ``istitle``.
@@ -18,18 +19,18 @@ from typing import Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime import unicode_data
-from kforge.starlark.runtime.intrinsics import load, loadb, text
+from kforge.starlark.runtime.intrinsics import load, loadb, table
 
-# the tables as static bytes objects of the program
-CASE: Final = text(unicode_data.CASE)
-DIGIT: Final = text(unicode_data.DIGIT)
-LETTER: Final = text(unicode_data.LETTER)
-LOWER_EXCLUDED: Final = text(unicode_data.LOWER_EXCLUDED)
-LOWER_EXTRA: Final = text(unicode_data.LOWER_EXTRA)
-PRINTABLE: Final = text(unicode_data.PRINTABLE)
-TITLE_CASE: Final = text(unicode_data.TITLE_CASE)
-UPPER_EXCLUDED: Final = text(unicode_data.UPPER_EXCLUDED)
-UPPER_EXTRA: Final = text(unicode_data.UPPER_EXTRA)
+# the tables as bytes objects, made on the heap when first read
+CASE: Final = table(unicode_data.CASE)
+DIGIT: Final = table(unicode_data.DIGIT)
+LETTER: Final = table(unicode_data.LETTER)
+LOWER_EXCLUDED: Final = table(unicode_data.LOWER_EXCLUDED)
+LOWER_EXTRA: Final = table(unicode_data.LOWER_EXTRA)
+PRINTABLE: Final = table(unicode_data.PRINTABLE)
+TITLE_CASE: Final = table(unicode_data.TITLE_CASE)
+UPPER_EXCLUDED: Final = table(unicode_data.UPPER_EXCLUDED)
+UPPER_EXTRA: Final = table(unicode_data.UPPER_EXTRA)
 
 
 def range_set_has(table: int, c: int) -> int:
@@ -79,9 +80,9 @@ def index_entries_at_most(index: int, count: int, c: int) -> int:
 def case_map(c: int, lower: int) -> int:
     """``unicode.ToLower(c)`` if ``lower``, else ``unicode.ToUpper(c)``, for ``c`` from
     U+0080 on (the case table)."""
-    table = CASE
-    p = table + L.STR_DATA
-    end = p + load(table + L.STR_LEN)
+    cases = CASE
+    p = cases + L.STR_DATA
+    end = p + load(cases + L.STR_LEN)
     count = loadb(p)
     i = index_entries_at_most(p + 1, count, c)
     if i == 0:

@@ -12,6 +12,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     FLOATS,
     Global,
+    cold,
     load,
     loadb,
     noreturn,
@@ -505,6 +506,7 @@ def comparison_failed(a: int, b: int) -> int:
     return FAILED
 
 
+@cold
 def comparison_failure(op: int) -> int:
     """The message for the comparison that last failed, made with operator ``op`` (0
     ``<``, 1 ``<=``, 2 ``>``, 3 ``>=``): ``int < string not implemented``."""
@@ -537,6 +539,7 @@ def error_compare_depth(builtin: int) -> None:
     error(message, builtin)
 
 
+@cold
 def prefixed(builtin: int, message: int) -> int:
     """``NAME: message`` (Go's ``nameErr``)."""
     buffer = buf_new(64)
@@ -598,7 +601,7 @@ def hash_key(v: int, builtin: int) -> int:
         return x ^ (x >> 32)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_STRING or tag == L.TAG_BYTES:
-        h = load(v + L.STR_HASH)
+        h = load(v) >> L.STR_HASH_SHIFT
         if h != 0:
             return h
         return string_hash(v)
@@ -659,6 +662,7 @@ def hash_object(v: int) -> int:
     return 0
 
 
+@cold
 def unhashable_message() -> int:
     """``unhashable type: list`` (and dict), ``unhashable: range`` (and the others), as
     Go words them, for the value that made the last hash fail."""
@@ -684,8 +688,9 @@ def mix(x: int) -> int:
 def string_hash(s: int) -> int:
     """FNV-1a over the bytes a word at a time, then mixed (so that the low bits, which
     index a dict, depend on every byte); cached in the string (never 0, which means not
-    yet computed)."""
-    h = load(s + L.STR_HASH)
+    yet computed): 48 bits, kept in the header (see ``layout.STR_HASH_SHIFT``)."""
+    header = load(s)
+    h = header >> L.STR_HASH_SHIFT
     if h != 0:
         return h
     n = load(s + L.STR_LEN)
@@ -698,8 +703,8 @@ def string_hash(s: int) -> int:
     rest = n & 7
     if rest != 0:
         h = (h ^ (load(p) & ((1 << (rest << 3)) - 1))) * 0x100000001B3
-    h = mix(h) | 1
-    store(s + L.STR_HASH, h)
+    h = (mix(h) & L.STR_HASH_MASK) | 1
+    store(s, header | (h << L.STR_HASH_SHIFT))
     return h
 
 
