@@ -190,21 +190,49 @@ def utf8_encode(p: int, code: int) -> int:
 
 
 def string_find_bytes(s: int, sub: int, start: int, end: int) -> int:
-    """The first index in ``[start, end)`` where ``sub`` occurs in ``s``, or -1 (words)."""
+    """The first index in ``[start, end)`` where ``sub`` occurs in ``s``, or -1 (words).
+
+    The scan looks for ``sub`` 's first byte eight bytes at a time: a word of the
+    text XOR that byte repeated has a zero byte where the byte occurs, and
+    ``(v - 0x01..01) & ~v & 0x80..80`` is non-zero exactly when ``v`` has a zero
+    byte (its lowest marked byte is the first zero), so words without the byte
+    cost nine ticks.  The last bytes, where a word would reach past ``end``, are
+    looked at one by one."""
     m = load(sub + L.STR_LEN)
     if end < start or end - start < m:
         return 0 - 1
+    if m == 0:
+        return start
     p = s + L.STR_DATA
     q = sub + L.STR_DATA
-    last = end - m
-    i = start
-    while i <= last:
-        j = 0
+    first = loadb(q)
+    lows = 0x0101010101010101
+    highs = 0x8080808080808080
+    pattern = first * lows
+    step = 8
+    a = p + start
+    stop = p + end - m + 1  # candidates start below
+    words = p + end - 7  # a whole word fits below ``end`` from below here
+    while a < stop:
+        while a < words:
+            v = load(a) ^ pattern
+            if ((v - lows) & ~v & highs) != 0:
+                break
+            a += step
+        if a < words:  # the word at ``a`` holds the byte: go to it
+            while loadb(a) != first:
+                a += 1
+        if a >= stop:
+            return 0 - 1
+        if loadb(a) != first:  # (only past the whole words)
+            a += 1
+            continue
+        j = 1
         while j < m:
-            if loadb(p + i + j) != loadb(q + j):
+            if loadb(a + j) != loadb(q + j):
                 break
             j += 1
         if j == m:
-            return i
-        i += 1
+            return a - p
+        a += 1
     return 0 - 1
