@@ -258,6 +258,50 @@ print(int(str(f * g)) == f * g, int(str(-f), 10) == -f)
     assert_prints(run_both_tiers(source), expected)
 
 
+def limb_sweep_operands() -> list[int]:
+    """For each length of 1 to 19 limbs (past two turns of the widest unrolled loop,
+    and every remainder): all ones (a carry through every limb), the top bit alone,
+    and a fixed pseudo-random magnitude; with both signs."""
+    rng = random.Random(7)
+    values = []
+    for limbs in range(1, 20):
+        bits = 32 * limbs
+        for magnitude in ((1 << bits) - 1, 1 << (bits - 1), rng.getrandbits(bits) | 1):
+            values += [magnitude, -magnitude]
+    return values
+
+
+#: One-limb factors and divisors (the single-pass paths), and two-limb ones.
+SMALL_OPERANDS = [1, 2, 3, 10, 1000000007, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**64 - 1]
+
+
+def test_limb_counts_around_every_unrolled_turn() -> None:
+    """Sums, differences and products of every pair of lengths, and products and
+    quotients by small operands, at every length around the loops' turns."""
+    values = limb_sweep_operands()
+    smalls = SMALL_OPERANDS + [-d for d in SMALL_OPERANDS]
+    source = f"""
+v = {values}
+d = {smalls}
+for i in range(0, len(v), 3):
+    a = v[i]
+    for j in range(0, i + 1, 7):
+        b = v[j]
+        print(a + b, b + a, a - b, a + a)
+    for k in d:
+        print(a * k, k * a, a // k, a % k, (a * k) // k == a)
+"""
+    lines = []
+    for i in range(0, len(values), 3):
+        a = values[i]
+        for j in range(0, i + 1, 7):
+            b = values[j]
+            lines.append(printed(a + b, b + a, a - b, a + a))
+        for k in smalls:
+            lines.append(printed(a * k, k * a, a // k, a % k, True))
+    assert_prints(run_both_tiers(source), "".join(lines))
+
+
 def test_shift_counts_at_their_limits() -> None:
     source = """
 x = (1 << 100) + 12345

@@ -63,6 +63,25 @@ print("abc".replace("abc", "") == "", "abc".replace("x", "y"), "aXbXc".replace("
 print(",".join([]) == "", ",".join(["a"]), ",".join(["a", "b", "c"]), ",".join(("a", "b", "c")), "".join(("a", "b")))
 print("-".join({"a": 1, "b": 2}), "+".join("xy".elems()), "/".join("é!".codepoints()), "é".join(["x", "y"]))
 """,
+    "copy_lengths": r"""
+s = "".join([chr(97 + i % 26) for i in range(150)]) + "é😀"
+for n in [0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 71, 72, 73, 127, 128, 129, 150, 152]:
+    a = s[:n]
+    b = s[n:n + 9]
+    print(n, a + b, len(a + a), (b + a).endswith(a), a * 3 == a + a + a, "|".join([a, b, a]) == a + "|" + b + "|" + a)
+    print(a.replace("c", "CC"), a.upper()[5:], (a + "x")[n:], "%s/%s" % (b, a[:70]), bytes(a + "xyz")[-5:], b * 2 == b + b, len(a * 5))
+""",
+    "find_offsets": r"""
+base = "ab" * 20 + "é" + "x" * 9
+for sub in ["a", "b", "ba", "bab", "é", "é"[1:] + "x", "xx", "x" * 9, "x" * 10, "é" + "x" * 9, "q", "ab" * 21]:
+    row = []
+    for n in [0, 1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 40, 41, 42, 51]:
+        row.append((base.find(sub, n), base.find(sub, 0, n), base.count(sub, n), sub in base[n:]))
+    print(repr(sub), row)
+for k in range(0, 20):
+    t = "-" * k + "\n" + "é" * k + "\n\n" + "€" * (k % 5)
+    print(k, [len(x) for x in t.split("\n")], t.count("\n"), t.find("é\n"), t.replace("\n", "|").find("|€"), t.find("€€"), "é" in t)
+""",
     "split": r"""
 print("a.b.c.d".split("."), "a.b.c.d".rsplit("."), "a.b.c.d".split(".", -1), "a.b.c.d".rsplit(".", -1))
 print("a.b.c.d".split(".", 0), "a.b.c.d".rsplit(".", 0), "a.b.c.d".split(".", 1), "a.b.c.d".rsplit(".", 1))

@@ -354,16 +354,19 @@ class _FunctionCompiler:
     def while_statement(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "while ... else is not in the dialect")
-        head, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
-        self.b.jmp(head)
-        self.b.set_block(head)
+        # tested before the first turn and again after each (the test compiled twice):
+        # a turn then ends in one conditional jump back, not a jump to a test and a
+        # branch out of it
+        test, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
         self.condition(node.test, body, done)
         self.b.set_block(body)
-        self.loops.append(_Loop(head, done))
+        self.loops.append(_Loop(test, done))
         self.statements(node.body)
         self.loops.pop()
         if not self.b.terminated:
-            self.b.jmp(head)
+            self.b.jmp(test)
+        self.b.set_block(test)
+        self.condition(node.test, body, done)
         self.b.set_block(done)
 
     def for_statement(self, node: ast.For) -> None:
@@ -388,13 +391,9 @@ class _FunctionCompiler:
         stop = self.b.mov(self.expr(args[1] if len(args) > 1 else args[0]))
         variable = self.local(node.target, node.target.id)
         counter = self.b.mov(start)
-        head, body, advance, done = (self.b.new_block() for _ in range(4))
-        self.b.jmp(head)
-        self.b.set_block(head)
-        if step > 0:
-            self.b.br("LT", counter, stop, body, done)
-        else:
-            self.b.br("GT", counter, stop, body, done)
+        body, advance, done = (self.b.new_block() for _ in range(3))
+        cond: Cond = "LT" if step > 0 else "GT"
+        self.b.br(cond, counter, stop, body, done)  # tested first, then after each turn
         self.b.set_block(body)
         self.b.mov(counter, dst=variable)
         self.loops.append(_Loop(advance, done))
@@ -405,7 +404,7 @@ class _FunctionCompiler:
         self.b.set_block(advance)
         step_register = ONE if step == 1 else self.b.li(step)
         self.b.op("ADD", counter, step_register, dst=counter)
-        self.b.jmp(head)
+        self.b.br(cond, counter, stop, body, done)
         self.b.set_block(done)
 
     # -- conditions -----------------------------------------------------------------

@@ -246,16 +246,23 @@ def mag_compare(p: int, n: int, q: int, m: int) -> int:
 
 
 def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m`` (``r`` may be ``p``).  The loop
-    takes two limbs a turn: half the loop's jumps and pointer steps."""
+    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``; ``r`` is zeroed or is ``p`` (the
+    upper halves of its words are zero).
+
+    The loop takes eight limbs a turn and masks no sum: the first sum of a pair is
+    stored whole (its carry bit lands in the upper half of its word), then the
+    second is stored shifted up 32 bits at that word's upper half, which clears the
+    carry bit and fills the next word's lower half (the machine allows unaligned
+    words); that word's upper half is left zero as it was."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
-    pair = 16
+    turn = 64
     carry = 0
     end = q + 8 * m
-    if m & 1:
-        t = load(p) + load(q)
+    lead = q + 8 * (m & 7)
+    while q < lead:
+        t = load(p) + load(q) + carry
         store(r, t & mask)
         carry = t >> shift
         p += step
@@ -263,13 +270,25 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
         r += step
     while q < end:
         t = load(p) + load(q) + carry
-        store(r, t & mask)
+        store(r, t)
         t = load(p + 8) + load(q + 8) + (t >> shift)
-        store(r + 8, t & mask)
+        store(r + 4, t << shift)
+        t = load(p + 16) + load(q + 16) + (t >> shift)
+        store(r + 16, t)
+        t = load(p + 24) + load(q + 24) + (t >> shift)
+        store(r + 20, t << shift)
+        t = load(p + 32) + load(q + 32) + (t >> shift)
+        store(r + 32, t)
+        t = load(p + 40) + load(q + 40) + (t >> shift)
+        store(r + 36, t << shift)
+        t = load(p + 48) + load(q + 48) + (t >> shift)
+        store(r + 48, t)
+        t = load(p + 56) + load(q + 56) + (t >> shift)
+        store(r + 52, t << shift)
         carry = t >> shift
-        p += pair
-        q += pair
-        r += pair
+        p += turn
+        q += turn
+        r += turn
     end = p + 8 * (n - m)
     while p < end and carry != 0:
         t = load(p) + carry
@@ -372,6 +391,37 @@ def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
             store(t, carry)
         p += step
         r += step
+
+
+def mag_mul_limb(r: int, p: int, n: int, x: int) -> None:
+    """``r[0:n+1] = p[0:n] * x`` for a one-limb ``x``, ``r`` zeroed: one pass, four
+    limbs a turn, storing pairs of limbs as :func:`mag_add` does."""
+    mask = L.LIMB_MASK
+    shift = 32
+    step = 8
+    quad = 32
+    carry = 0
+    end = p + 8 * n
+    lead = p + 8 * (n & 3)
+    while p < lead:
+        w = x * load(p) + carry
+        store(r, w & mask)
+        carry = w >> shift
+        p += step
+        r += step
+    while p < end:
+        w = x * load(p) + carry
+        store(r, w)
+        w = x * load(p + 8) + (w >> shift)
+        store(r + 4, w << shift)
+        w = x * load(p + 16) + (w >> shift)
+        store(r + 16, w)
+        w = x * load(p + 24) + (w >> shift)
+        store(r + 20, w << shift)
+        carry = w >> shift
+        p += quad
+        r += quad
+    store(r, carry)
 
 
 def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
@@ -575,7 +625,11 @@ def big_mul(a: int, b: int) -> int:
     if n == 0 or m == 0:
         return 1
     r = big_alloc(n + m)
-    if n <= m:
+    if n == 1:
+        mag_mul_limb(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, load(x + L.BIGINT_LIMBS))
+    elif m == 1:
+        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS))
+    elif n <= m:
         mag_mul(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
     else:
         mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)

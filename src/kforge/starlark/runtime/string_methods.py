@@ -38,13 +38,13 @@ if TYPE_CHECKING:
         buf_new,
         buf_str,
         buf_to_string,
-        copy_bytes,
         error,
     )
     from kforge.starlark.runtime.format import write_int
     from kforge.starlark.runtime.lists import list_append_unchecked, list_with, tuple_with
     from kforge.starlark.runtime.sequences import is_iterable, iter_end, iter_item, iter_start
     from kforge.starlark.runtime.strings import (
+        copy_disjoint,
         string_find_bytes,
         string_new,
         substring,
@@ -334,7 +334,7 @@ def string_transcoded(s: int, tag: int) -> int:
             size += width
     result = string_new(tag, size)
     if size == n:
-        copy_bytes(result + L.STR_DATA, p, n)
+        copy_disjoint(result + L.STR_DATA, p, n)
         return result
     q = result + L.STR_DATA
     i = 0
@@ -349,7 +349,7 @@ def string_transcoded(s: int, tag: int) -> int:
             q += utf8_encode(q, 0xFFFD)
             i += 1
         else:
-            copy_bytes(q, p + i, width)
+            copy_disjoint(q, p + i, width)
             q += width
             i += width
     return result
@@ -569,13 +569,13 @@ def string_replace(s: int, old: int, new: int, count: int) -> int:
                 j += rune_at(p + at, n - at) >> 32
         else:
             j = string_find_bytes(s, old, at, n)
-        copy_bytes(q, p + at, j - at)
+        copy_disjoint(q, p + at, j - at)
         q += j - at
-        copy_bytes(q, new + L.STR_DATA, k)
+        copy_disjoint(q, new + L.STR_DATA, k)
         q += k
         at = j + m
         done += 1
-    copy_bytes(q, p + at, n - at)
+    copy_disjoint(q, p + at, n - at)
     return result
 
 
@@ -612,9 +612,9 @@ def string_join(s: int, iterable: int) -> int:
         if item == 0:
             break
         if i > 0:
-            copy_bytes(q, s + L.STR_DATA, sep)
+            copy_disjoint(q, s + L.STR_DATA, sep)
             q += sep
-        copy_bytes(q, item + L.STR_DATA, load(item + L.STR_LEN))
+        copy_disjoint(q, item + L.STR_DATA, load(item + L.STR_LEN))
         q += load(item + L.STR_LEN)
         i += 1
     iter_end(seq)

@@ -16,7 +16,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import load, loadb, store, storeb, text
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import alloc_object, copy_bytes, error
+    from kforge.starlark.runtime.core import alloc_object, error
     from kforge.starlark.runtime.lists import repeat_count
 
 
@@ -29,9 +29,53 @@ def string_new(tag: int, length: int) -> int:
     return s
 
 
+def copy_disjoint(target: int, source: int, count: int) -> None:
+    """Copy ``count`` bytes between ranges that do not overlap, eight words a turn,
+    then word by word; the last word is copied whole, ending where the range ends
+    (overlapping bytes already copied), so no byte past either range is read or
+    written and no byte loop runs.  Below a word, byte by byte."""
+    if count < 8:
+        end = source + count
+        while source < end:
+            storeb(target, loadb(source))
+            source += 1
+            target += 1
+        return
+    last = source + count - 8
+    t = target
+    s = source
+    block = 64
+    step = 8
+    end = source + (count & ~63)
+    while s < end:
+        a = load(s)
+        b = load(s + 8)
+        c = load(s + 16)
+        d = load(s + 24)
+        store(t, a)
+        store(t + 8, b)
+        store(t + 16, c)
+        store(t + 24, d)
+        a = load(s + 32)
+        b = load(s + 40)
+        c = load(s + 48)
+        d = load(s + 56)
+        store(t + 32, a)
+        store(t + 40, b)
+        store(t + 48, c)
+        store(t + 56, d)
+        s += block
+        t += block
+    while s < last:
+        store(t, load(s))
+        s += step
+        t += step
+    store(target + count - 8, load(last))
+
+
 def string_from(tag: int, address: int, length: int) -> int:
     s = string_new(tag, length)
-    copy_bytes(s + L.STR_DATA, address, length)
+    copy_disjoint(s + L.STR_DATA, address, length)
     return s
 
 
@@ -50,8 +94,8 @@ def string_concat(a: int, b: int) -> int:
     if m == 0:
         return a
     s = string_new(load(a) & L.TAG_MASK, n + m)
-    copy_bytes(s + L.STR_DATA, a + L.STR_DATA, n)
-    copy_bytes(s + L.STR_DATA + n, b + L.STR_DATA, m)
+    copy_disjoint(s + L.STR_DATA, a + L.STR_DATA, n)
+    copy_disjoint(s + L.STR_DATA + n, b + L.STR_DATA, m)
     return s
 
 
@@ -65,13 +109,13 @@ def string_repeat(s: int, count: int) -> int:
     total = n * times
     result = string_new(tag, total)
     p = result + L.STR_DATA
-    copy_bytes(p, s + L.STR_DATA, n)
+    copy_disjoint(p, s + L.STR_DATA, n)
     filled = n
     while filled < total:  # double what is written: log2(times) copies, not times
         chunk = filled
         if chunk > total - filled:
             chunk = total - filled
-        copy_bytes(p + filled, p, chunk)
+        copy_disjoint(p + filled, p, chunk)
         filled += chunk
     return result
 
@@ -146,21 +190,49 @@ def utf8_encode(p: int, code: int) -> int:
 
 
 def string_find_bytes(s: int, sub: int, start: int, end: int) -> int:
-    """The first index in ``[start, end)`` where ``sub`` occurs in ``s``, or -1 (words)."""
+    """The first index in ``[start, end)`` where ``sub`` occurs in ``s``, or -1 (words).
+
+    The scan looks for ``sub`` 's first byte eight bytes at a time: a word of the
+    text XOR that byte repeated has a zero byte where the byte occurs, and
+    ``(v - 0x01..01) & ~v & 0x80..80`` is non-zero exactly when ``v`` has a zero
+    byte (its lowest marked byte is the first zero), so words without the byte
+    cost nine ticks.  The last bytes, where a word would reach past ``end``, are
+    looked at one by one."""
     m = load(sub + L.STR_LEN)
     if end < start or end - start < m:
         return 0 - 1
+    if m == 0:
+        return start
     p = s + L.STR_DATA
     q = sub + L.STR_DATA
-    last = end - m
-    i = start
-    while i <= last:
-        j = 0
+    first = loadb(q)
+    lows = 0x0101010101010101
+    highs = 0x8080808080808080
+    pattern = first * lows
+    step = 8
+    a = p + start
+    stop = p + end - m + 1  # candidates start below
+    words = p + end - 7  # a whole word fits below ``end`` from below here
+    while a < stop:
+        while a < words:
+            v = load(a) ^ pattern
+            if ((v - lows) & ~v & highs) != 0:
+                break
+            a += step
+        if a < words:  # the word at ``a`` holds the byte: go to it
+            while loadb(a) != first:
+                a += 1
+        if a >= stop:
+            return 0 - 1
+        if loadb(a) != first:  # (only past the whole words)
+            a += 1
+            continue
+        j = 1
         while j < m:
-            if loadb(p + i + j) != loadb(q + j):
+            if loadb(a + j) != loadb(q + j):
                 break
             j += 1
         if j == m:
-            return i
-        i += 1
+            return a - p
+        a += 1
     return 0 - 1
