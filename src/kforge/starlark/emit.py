@@ -208,6 +208,12 @@ _Key = tuple[int, int, int, int, int]
 _U64: Final = (1 << 64) - 1
 
 
+#: Instructions made by earlier programs, shared (they are immutable): every program
+#: repeats the runtime's instructions, and most of its own are common ones.
+_made_instructions: dict[_Key, Instruction] = {}
+_MADE_INSTRUCTIONS_KEPT: Final = 200_000
+
+
 class _Code:
     """Machine code under construction, with fix-ups for labels not yet placed.
 
@@ -274,7 +280,12 @@ class _Code:
                 raise KeyError(f"undefined label {label!r}")
             old = code[index]
             code[index] = (old[0], old[1], old[2], old[3], target)
-        made = {key: Instruction(*key) for key in dict.fromkeys(code)}
+        global _made_instructions
+        if len(_made_instructions) > _MADE_INSTRUCTIONS_KEPT:
+            _made_instructions = {}  # a new table: a compile in another thread keeps its own
+        made = _made_instructions
+        for key in dict.fromkeys(code).keys() - made.keys():
+            made[key] = Instruction(*key)
         return tuple(map(made.__getitem__, code))
 
     def emit_to(
