@@ -208,9 +208,17 @@ _Key = tuple[int, int, int, int, int]
 _U64: Final = (1 << 64) - 1
 
 
+class _Made(dict[_Key, Instruction]):
+    """Instructions by their fields, each made when first asked for."""
+
+    def __missing__(self, key: _Key) -> Instruction:
+        instruction = self[key] = Instruction(*key)
+        return instruction
+
+
 #: Instructions made by earlier programs, shared (they are immutable): every program
 #: repeats the runtime's instructions, and most of its own are common ones.
-_made_instructions: dict[_Key, Instruction] = {}
+_made_instructions = _Made()
 _MADE_INSTRUCTIONS_KEPT: Final = 200_000
 
 
@@ -282,11 +290,8 @@ class _Code:
             code[index] = (old[0], old[1], old[2], old[3], target)
         global _made_instructions
         if len(_made_instructions) > _MADE_INSTRUCTIONS_KEPT:
-            _made_instructions = {}  # a new table: a compile in another thread keeps its own
-        made = _made_instructions
-        for key in dict.fromkeys(code).keys() - made.keys():
-            made[key] = Instruction(*key)
-        return tuple(map(made.__getitem__, code))
+            _made_instructions = _Made()  # a new table: a compile in another thread keeps its own
+        return tuple(map(_made_instructions.__getitem__, code))
 
     def emit_to(
         self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
