@@ -802,7 +802,7 @@ def _emit_function(
         code.emit(Opcode.LI, SCRATCH_A, imm=frame)
         code.emit(Opcode.SUB, LIM, LIM, SCRATCH_A)
         code.emit_to(Opcode.JLT, overflow_label, rs1=LIM, rs2=HP)
-    order = block_order(function)
+    order = allocation.order or block_order(function)
     starlark = function.source is not None
     for position, index in enumerate(order):
         block = function.blocks[index]

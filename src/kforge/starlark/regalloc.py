@@ -55,6 +55,8 @@ class Allocation:
     clobber: int = 0
     #: The registers this function's own instructions write.
     own: int = 0
+    #: The function's reachable blocks in emission order (see :func:`block_order`).
+    order: list[int] = field(default_factory=list)
 
     def of(self, register: int) -> int:
         return register if register < FIRST_VIRTUAL else self.registers[register]
@@ -103,7 +105,7 @@ def allocate(
     clobber = used
     for mask in masks:
         clobber |= mask
-    return Allocation(registers, saves, clobber, used)
+    return Allocation(registers, saves, clobber, used, order)
 
 
 #: A virtual register's number in a key of :attr:`_Scan.first_seen`.
