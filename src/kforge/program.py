@@ -272,17 +272,17 @@ def _validate(program: ForgeProgram) -> None:
     if not 0 <= program.entry < code_length:
         raise InvalidProgram(f"entry {program.entry} is outside the code (length {code_length})")
     unused_fields = UNUSED_FIELDS
-    checked: set[int] = set()  # a compiler may use one instruction object many times
-    for index, insn in enumerate(program.code):
-        if id(insn) in checked:
-            continue
-        checked.add(id(insn))
+    # a compiler may use one instruction object many times: each is checked once (the
+    # objects gathered by identity in C, a compiled program has a third as many)
+    distinct = dict(zip(map(id, program.code), program.code, strict=True))
+    for insn in distinct.values():
         # the common case in one expression; the full check says what is wrong
         if (
             (insn.opcode | insn.rd | insn.rs1 | insn.rs2) >> 8
             or insn.imm >> 64
             or any(getattr(insn, name) for name in unused_fields.get(insn.opcode, ()))
         ):
+            index = next(i for i, other in enumerate(program.code) if other is insn)
             _validate_instruction(index, insn)
     _validate_symbols(program.symbols)
     _validate_relocations(program.relocations, code_length)

@@ -200,6 +200,7 @@ class ProgramCompiler:
         info = ModuleCompiler(self.state, source, resolution, key).compile(
             loaded, is_main=not self.loading[:-1]
         )
+        resolution.release()
         self.loading.pop()
         self.modules[key] = info
         return info

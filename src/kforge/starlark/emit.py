@@ -191,6 +191,10 @@ _OPCODE: Final = {
 }
 
 
+#: IR operations that are one machine instruction ``dst = a op b``.
+_BINARY: Final = frozenset(("ADD", "SUB", "MUL", "DIV", "MOD", "AND", "OR", "XOR", "SHL", "SHR"))
+
+
 def _static_string(data: DataLayout, text: str) -> int:
     """The address of a static str (below 2**32, so that tables can hold it in 32 bits)."""
     from kforge.starlark.data import string_name, string_object
@@ -211,18 +215,38 @@ def _halfwords(values: list[int]) -> bytes:
     return packed + bytes(-len(packed) % 8)
 
 
+#: An instruction under construction: opcode, rd, rs1, rs2, imm (as ``Instruction``'s fields).
+_Key = tuple[int, int, int, int, int]
+_U64: Final = (1 << 64) - 1
+
+
+class _Made(dict[_Key, Instruction]):
+    """Instructions by their fields, each made when first asked for."""
+
+    def __missing__(self, key: _Key) -> Instruction:
+        instruction = self[key] = Instruction(*key)
+        return instruction
+
+
+#: Instructions made by earlier programs, shared (they are immutable): every program
+#: repeats the runtime's instructions, and most of its own are common ones.
+_made_instructions = _Made()
+_MADE_INSTRUCTIONS_KEPT: Final = 200_000
+
+
 class _Code:
-    """Machine code under construction, with fix-ups for labels not yet placed."""
+    """Machine code under construction, with fix-ups for labels not yet placed.
+
+    Instructions are kept as tuples of their fields and made :class:`Instruction`
+    objects once, at the end: equal instructions are then one object (they are
+    immutable, and a program repeats most of its instructions: a third are distinct)."""
 
     data: DataLayout
 
     def __init__(self) -> None:
         self.all_sites: list[tuple[int, int]] = []
         self.builtin_frame = False
-        self.code: list[Instruction] = []
-        #: Equal instructions are one object: they are immutable, and a program repeats
-        #: most of its instructions (a third of them are distinct).
-        self.made: dict[tuple[int, int, int, int, int], Instruction] = {}
+        self.code: list[_Key] = []
         #: The source map as runs: (first instruction, function number, line, column).
         self.runs: list[tuple[int, int, int, int]] = []
         self.labels: dict[tuple[str, int] | str, int] = {}
@@ -242,21 +266,21 @@ class _Code:
     def emit(self, opcode: int, rd: int = 0, rs1: int = 0, rs2: int = 0, imm: int = 0) -> int:
         if self.loc is not self._run_loc or self.function != self._run_function:
             self._start_run()
-        key = (opcode, rd, rs1, rs2, imm & 0xFFFF_FFFF_FFFF_FFFF)
-        instruction = self.made.get(key)
-        if instruction is None:
-            instruction = self.made[key] = Instruction(*key)
-        self.code.append(instruction)
-        return len(self.code) - 1
+        code = self.code
+        code.append((opcode, rd, rs1, rs2, imm & _U64))
+        return len(code) - 1
+
+    def emit_all(self, instructions: list[_Key]) -> None:
+        """Emit several instructions at once (their ``imm`` already unsigned); with none,
+        the code that follows is appended straight to :attr:`code`."""
+        if self.loc is not self._run_loc or self.function != self._run_function:
+            self._start_run()
+        self.code.extend(instructions)
 
     def patch(self, index: int, imm: int) -> None:
         """Set the ``imm`` of instruction ``index`` (a jump's or call's target)."""
         old = self.code[index]
-        key = (old.opcode, old.rd, old.rs1, old.rs2, imm)
-        instruction = self.made.get(key)
-        if instruction is None:
-            instruction = self.made[key] = Instruction(*key)
-        self.code[index] = instruction
+        self.code[index] = (old[0], old[1], old[2], old[3], imm)
 
     def _start_run(self) -> None:
         """The position changed object: a new run of the source map if its value did."""
@@ -269,12 +293,17 @@ class _Code:
 
     def instructions(self) -> tuple[Instruction, ...]:
         """The code, fix-ups applied."""
+        code, labels = self.code, self.labels
         for index, label in self.fixups:
-            target = self.labels.get(label)
+            target = labels.get(label)
             if target is None:
                 raise KeyError(f"undefined label {label!r}")
-            self.patch(index, target)
-        return tuple(self.code)
+            old = code[index]
+            code[index] = (old[0], old[1], old[2], old[3], target)
+        global _made_instructions
+        if len(_made_instructions) > _MADE_INSTRUCTIONS_KEPT:
+            _made_instructions = _Made()  # a new table: a compile in another thread keeps its own
+        return tuple(map(_made_instructions.__getitem__, code))
 
     def emit_to(
         self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
@@ -290,8 +319,7 @@ class _Code:
 
 def emit_program(unit: Unit) -> Emitted:
     """Allocate, lay out and encode ``unit``."""
-    functions = _reachable(unit)
-    summaries = {name: _summary(function) for name, function in functions.items()}
+    functions, summaries = _reachable(unit)
     # A call of a function that never returns (the error path) adds no edge: nothing its
     # caller keeps matters after it, and it must not make every allocating function
     # look recursive.
@@ -373,18 +401,7 @@ def emit_program(unit: Unit) -> Emitted:
                     8 + _FRAME_SLACK + quick + depth[GC_TAKE],
                     8 + _FRAME_SLACK + 8 + depth[GC_SLOW],
                 )
-        raises = any(
-            functions[name].noreturn
-            or any(
-                insn.op == "CALLI" or may_raise.get(_callee(insn), True)
-                for insn in summaries[name].calls
-            )
-            or any(
-                term.op == "JUMPI" or may_raise.get(term.ref.name, True)  # type: ignore[union-attr]
-                for term in summaries[name].jumps
-            )
-            for name in component
-        )
+        raises = any(_may_raise(functions[name], summaries[name], may_raise) for name in component)
         for name in component:
             may_raise[name] = raises
 
@@ -496,6 +513,20 @@ def _allocate(function: Function, clobbers: dict[int, int]) -> Allocation:
     return replace(known[1])
 
 
+def _may_raise(function: Function, summary: _Summary, may_raise: dict[str, bool]) -> bool:
+    """Whether ``function`` may raise an error (``may_raise`` knows its callees, or they
+    are in its own component: then they may)."""
+    if function.noreturn:
+        return True
+    for insn in summary.calls:
+        if insn.op == "CALLI" or may_raise.get(insn.ref.name, True):  # type: ignore[union-attr]
+            return True
+    return any(
+        term.op == "JUMPI" or may_raise.get(term.ref.name, True)  # type: ignore[union-attr]
+        for term in summary.jumps
+    )
+
+
 def _callee(insn: Insn) -> str:
     assert isinstance(insn.ref, CodeRef)
     return insn.ref.name
@@ -581,12 +612,14 @@ def _gc_alloc_placeholder() -> Function:
     return function
 
 
-def _reachable(unit: Unit) -> dict[str, Function]:
+def _reachable(unit: Unit) -> tuple[dict[str, Function], dict[str, _Summary]]:
+    """The functions the program reaches from its entry, and their summaries (by name)."""
     if SITE_INFO not in unit.functions:
         unit.functions[SITE_INFO] = _site_info_placeholder()
     if GC_ALLOC not in unit.functions:
         unit.functions[GC_ALLOC] = _gc_alloc_placeholder()
     seen: dict[str, Function] = {}
+    summaries: dict[str, _Summary] = {}
     stack = [unit.entry, STACK_OVERFLOW, SITE_INFO]
     while stack:
         name = stack.pop()
@@ -596,8 +629,9 @@ def _reachable(unit: Unit) -> dict[str, Function]:
         if function is None:
             raise KeyError(f"call of undefined function {name!r}")
         seen[name] = function
-        stack.extend(_summary(function).names)
-    return dict(sorted(seen.items()))
+        summary = summaries[name] = _summary(function)
+        stack.extend(summary.names)
+    return dict(sorted(seen.items())), {name: summaries[name] for name in sorted(summaries)}
 
 
 def _components(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -807,8 +841,9 @@ def _emit_start(
 def _parallel_move(code: _Code, moves: list[tuple[int, int]]) -> None:
     """Emit register moves ``src -> dst`` as if all happened at once."""
     pending = [(src, dst) for src, dst in moves if src != dst]
-    if len(pending) == 1:  # the common case: one argument not yet in its register
-        code.emit(Opcode.ADD, pending[0][1], pending[0][0], ZERO)
+    if len(pending) <= 1:  # the common cases: arguments already in place, or one not yet
+        if pending:
+            code.emit(Opcode.ADD, pending[0][1], pending[0][0], ZERO)
         return
     while pending:
         sources = {src for src, _ in pending}
@@ -836,6 +871,8 @@ def _emit_function(
 ) -> None:
     name = function.name
     reg = allocation.of
+    where = allocation.registers.get  # where(r, r): machine registers stand for themselves
+    emit = code.emit
     code.loc = None
     code.builtin_frame = bool(function.builtin)
     code.labels[name] = code.here
@@ -844,7 +881,7 @@ def _emit_function(
         code.emit(Opcode.LI, SCRATCH_A, imm=frame)
         code.emit(Opcode.SUB, LIM, LIM, SCRATCH_A)
         code.emit_to(Opcode.JLT, overflow_label, rs1=LIM, rs2=HP)
-    order = block_order(function)
+    order = allocation.order or block_order(function)
     starlark = function.source is not None
     for position, index in enumerate(order):
         block = function.blocks[index]
@@ -853,30 +890,18 @@ def _emit_function(
         for insn in block.insns:
             code.loc = insn.loc
             op = insn.op
-            if op in ("CALL", "CALLI"):
+            if op == "CALL" or op == "CALLI":
                 _emit_call(code, insn, allocation, sites, unit, number, starlark, may_raise)
-            elif op == "PARAMS":
-                _parallel_move(
-                    code,
-                    [
-                        (r, reg(v))
-                        for r, v in enumerate(insn.args, start=1)
-                        if v in allocation.registers
-                    ],
-                )
-            elif op == "MOV":
-                if reg(insn.dst) != reg(insn.a):
-                    code.emit(Opcode.ADD, reg(insn.dst), reg(insn.a), ZERO)
             elif op == "LI":
                 ref = insn.ref
                 if ref is None:
-                    code.emit(Opcode.LI, reg(insn.dst), imm=insn.imm)
+                    emit(Opcode.LI, where(insn.dst, insn.dst), imm=insn.imm)
                 elif isinstance(ref, DataRef) and ref.name == DATA_END:
-                    code.data_end_fixups.append(code.emit(Opcode.LI, reg(insn.dst)))
+                    code.data_end_fixups.append(emit(Opcode.LI, reg(insn.dst)))
                 elif isinstance(ref, DataRef) and ref.name in code.constants:
-                    code.emit(Opcode.LI, reg(insn.dst), imm=code.constants[ref.name])
+                    emit(Opcode.LI, reg(insn.dst), imm=code.constants[ref.name])
                 elif isinstance(ref, DataRef):
-                    code.emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
+                    emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
                 elif isinstance(ref, CodeRef):
                     code.emit_to(
                         Opcode.LI,
@@ -888,28 +913,57 @@ def _emit_function(
                 else:
                     assert isinstance(ref, BlockRef)
                     code.emit_to(Opcode.LI, (name, ref.block), rd=reg(insn.dst))
-            elif op in ("ADD", "SUB", "MUL", "DIV", "MOD", "AND", "OR", "XOR", "SHL", "SHR"):
-                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a), reg(insn.b))
+            elif op == "MOV":
+                destination, source = where(insn.dst, insn.dst), where(insn.a, insn.a)
+                if destination != source:
+                    emit(Opcode.ADD, destination, source, ZERO)
+            elif op in _BINARY:
+                emit(
+                    _OPCODE[op],
+                    where(insn.dst, insn.dst),
+                    where(insn.a, insn.a),
+                    where(insn.b, insn.b),
+                )
+            elif op == "LOADW" or op == "LOAD":
+                emit(
+                    _OPCODE[op],
+                    where(insn.dst, insn.dst),
+                    where(insn.a, insn.a),
+                    imm=_offset(code, insn),
+                )
+            elif op == "STOREW" or op == "STORE":
+                emit(
+                    _OPCODE[op],
+                    0,
+                    where(insn.a, insn.a),
+                    where(insn.b, insn.b),
+                    imm=_offset(code, insn),
+                )
+            elif op == "PARAMS":
+                _parallel_move(
+                    code,
+                    [
+                        (r, reg(v))
+                        for r, v in enumerate(insn.args, start=1)
+                        if v in allocation.registers
+                    ],
+                )
             elif op in ("NEG", "NOT"):
-                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a))
-            elif op in ("LOADW", "LOAD"):
-                code.emit(_OPCODE[op], reg(insn.dst), reg(insn.a), imm=_offset(code, insn))
-            elif op in ("STOREW", "STORE"):
-                code.emit(_OPCODE[op], 0, reg(insn.a), reg(insn.b), imm=_offset(code, insn))
+                emit(_OPCODE[op], reg(insn.dst), reg(insn.a))
             elif op == "SEND":
-                code.emit(Opcode.SEND, 0, reg(insn.a), reg(insn.b), imm=insn.imm)
+                emit(Opcode.SEND, 0, reg(insn.a), reg(insn.b), imm=insn.imm)
             elif op == "RECV":
-                code.emit(Opcode.RECV, reg(insn.dst), reg(insn.a), reg(insn.b), imm=insn.imm)
+                emit(Opcode.RECV, reg(insn.dst), reg(insn.a), reg(insn.b), imm=insn.imm)
             elif op == "POLL":
-                code.emit(Opcode.POLL, reg(insn.dst), imm=insn.imm)
+                emit(Opcode.POLL, reg(insn.dst), imm=insn.imm)
             elif op == "BUDGET":
-                code.emit(Opcode.BUDGET, reg(insn.dst))
+                emit(Opcode.BUDGET, reg(insn.dst))
             elif op == "TICK":
-                code.emit(Opcode.TICK)
+                emit(Opcode.TICK)
             elif op == "PUSH":
-                code.emit(Opcode.PUSH, 0, reg(insn.a))
+                emit(Opcode.PUSH, 0, reg(insn.a))
             elif op == "POP":
-                code.emit(Opcode.POP, reg(insn.dst))
+                emit(Opcode.POP, reg(insn.dst))
             else:
                 raise AssertionError(f"unknown IR instruction {op}")
         term = block.term
@@ -948,42 +1002,49 @@ def _emit_call(
     starlark: bool,
     may_raise: dict[str, bool],
 ) -> None:
-    reg = allocation.of
-    saved = allocation.saves.get(id(insn), [])
+    where = allocation.registers.get  # where(r, r): machine registers stand for themselves
+    saved = allocation.saves.get(id(insn), ())
     if len(saved) > 255:
         raise CompileLimit("more than 255 values live across one call")
-    for register in saved:
-        code.emit(Opcode.PUSH, 0, register)
-    moves = [(reg(argument), number_) for number_, argument in enumerate(insn.args, start=1)]
-    if insn.op == "CALLI":
-        moves.append((reg(insn.a), SCRATCH_B))
-    _parallel_move(code, moves)
+    if saved:
+        code.emit_all([(Opcode.PUSH, 0, register, 0, 0) for register in saved])
+    moves = [
+        (where(argument, argument), number_) for number_, argument in enumerate(insn.args, start=1)
+    ]
     if insn.op == "CALL":
-        code.emit_to(Opcode.CALL, _callee(insn))
-        raises = may_raise.get(_callee(insn), True)
+        _parallel_move(code, moves)
+        callee = _callee(insn)
+        code.emit_to(Opcode.CALL, callee)
+        raises = may_raise.get(callee, True)
     else:
+        moves.append((where(insn.a, insn.a), SCRATCH_B))
+        _parallel_move(code, moves)
         after = code.here + 4
         code.emit(Opcode.LI, SCRATCH_A, imm=after)
         code.emit(Opcode.PUSH, 0, SCRATCH_A)
         code.emit(Opcode.PUSH, 0, SCRATCH_B)
         code.emit(Opcode.RET)
         raises = True
-    if id(insn) in unit.bottom_sites:
+    key = id(insn)
+    if key in unit.bottom_sites:
         kind = SiteKind.BOTTOM
-    elif id(insn) in unit.catch_sites:
+    elif key in unit.catch_sites:
         kind = SiteKind.CATCH
     else:
         kind = SiteKind.STARLARK if starlark else SiteKind.RUNTIME
     word = site_word(len(saved), kind, number, insn.loc if starlark else None)
     if kind == SiteKind.RUNTIME and code.builtin_frame:
         word |= SITE_BUILTIN_FRAME
-    code.all_sites.append((code.here, word))  # every call, for a host reading the stack
+    site = (len(code.code), word)
+    code.all_sites.append(site)  # every call, for a host reading the stack
     if raises or (kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME):
-        sites.append((code.here, word))  # calls an error can unwind, for the runtime
-    if insn.dst >= 0 and reg(insn.dst) != RESULT:
-        code.emit(Opcode.ADD, reg(insn.dst), RESULT, ZERO)
-    for register in reversed(saved):
-        code.emit(Opcode.POP, register)
+        sites.append(site)  # calls an error can unwind, for the runtime
+    if insn.dst >= 0:
+        result = where(insn.dst, insn.dst)
+        if result != RESULT:
+            code.emit(Opcode.ADD, result, RESULT, ZERO)
+    if saved:
+        code.emit_all([(Opcode.POP, register, 0, 0, 0) for register in reversed(saved)])
 
 
 def _emit_terminator(
@@ -1168,17 +1229,21 @@ def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
         code.emit(Opcode.LI, RESULT, imm=site_word(0, SiteKind.BOTTOM))
         code.emit(Opcode.RET)
         return
-    pending: list[tuple[int, int, int | None]] = [(0, len(entries), None)]
+    code.emit_all([])  # then straight into the code: a node per call that may raise
+    out = code.code
+    append = out.append
+    pending: list[tuple[int, int, int]] = [(0, len(entries), -1)]
     while pending:
         low, high, fixup = pending.pop()
-        if fixup is not None:
-            code.patch(fixup, code.here)
+        if fixup >= 0:
+            old = out[fixup]
+            out[fixup] = (old[0], old[1], old[2], old[3], len(out))
         if high - low == 1:
-            code.emit(Opcode.LI, RESULT, imm=entries[low][1])
-            code.emit(Opcode.RET)
+            append((Opcode.LI, RESULT, 0, 0, entries[low][1]))
+            append((Opcode.RET, 0, 0, 0, 0))
             continue
         middle = (low + high) // 2
-        code.emit(Opcode.LI, SCRATCH_A, imm=entries[middle][0])
-        jump = code.emit(Opcode.JLT, 0, RESULT, SCRATCH_A)  # below the middle: left half
-        pending.append((low, middle, jump))
-        pending.append((middle, high, None))
+        append((Opcode.LI, SCRATCH_A, 0, 0, entries[middle][0]))
+        pending.append((low, middle, len(out)))
+        append((Opcode.JLT, 0, RESULT, SCRATCH_A, 0))  # below the middle: left half
+        pending.append((middle, high, -1))

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import reduce
+from itertools import repeat
+from operator import or_
+from typing import Final
 
-from kforge.starlark.ir import FIRST_VIRTUAL, Block, Function, Insn
+from kforge.starlark.ir import FIRST_VIRTUAL, Function, Insn
 from kforge.starlark.regs import (
     ALL_CLOBBERED,
     ALLOCATABLE_MASK,
@@ -51,6 +55,8 @@ class Allocation:
     clobber: int = 0
     #: The registers this function's own instructions write.
     own: int = 0
+    #: The function's reachable blocks in emission order (see :func:`block_order`).
+    order: list[int] = field(default_factory=list)
 
     def of(self, register: int) -> int:
         return register if register < FIRST_VIRTUAL else self.registers[register]
@@ -64,131 +70,150 @@ def allocate(
     """Allocate ``function``; ``call_clobber`` maps each call instruction (by ``id``)
     to its callee's clobber set."""
     order = _block_order(function)
-    code = _linear(function, order)
-    hints: dict[int, int] = {}
-    calls: list[tuple[int, Insn]] = []  # (clobber mask, insn)
-    call_number: dict[int, int] = {}
-    seen: set[int] = set()
-    first_seen: list[tuple[int, int]] = []  # (position, register), in order
-    position = 0
-    for block in code:
-        for insn, written, read in block.insns:
-            position += 1
-            for register in (*written, *read):
-                if register not in seen:
-                    seen.add(register)
-                    first_seen.append((position, register))
-            op = insn.op
-            if op == "MOV":
-                if insn.a < FIRST_VIRTUAL <= insn.dst:
-                    hints.setdefault(insn.dst, insn.a)
-                elif insn.a >= FIRST_VIRTUAL and insn.dst >= FIRST_VIRTUAL:
-                    hints.setdefault(insn.dst, -insn.a)  # prefer the source's register
-            elif op in ("CALL", "CALLI"):
-                mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(insn.args))
-                call_number[id(insn)] = len(calls)
-                calls.append((mask, insn))
-                for number, argument in enumerate(insn.args, start=1):
-                    if argument >= FIRST_VIRTUAL:
-                        hints.setdefault(argument, number)
-                if insn.dst >= FIRST_VIRTUAL:
-                    hints.setdefault(insn.dst, RESULT)
-            elif op == "PARAMS":
-                for number, parameter in enumerate(insn.args, start=1):
-                    hints.setdefault(parameter, number)
-        term = block.term
-        if term is not None:
-            position += 1
-            for register in block.term_uses:
-                if register not in seen:
-                    seen.add(register)
-                    first_seen.append((position, register))
-            if term.op == "RET" and term.a >= FIRST_VIRTUAL:
-                hints.setdefault(term.a, RESULT)
-
+    scan = _Scan(function, order, call_clobber)
+    code, calls, hints = scan.code, scan.calls, scan.hints
     live_out = _liveness(code)
-    neighbours, across = _interference(code, live_out, call_number)
+    neighbours, across = _interference(code, live_out, scan.call_number)
     used = (1 << SCRATCH_A) | (1 << SCRATCH_B) | (1 << RESULT)
     registers: dict[int, int] = {}
+    bits: dict[int, int] = {}  # register -> 1 << its machine register
+    bit_of = bits.get
+    masks = [mask for mask, _ in calls]
+    mask_of = masks.__getitem__
     saves: dict[int, list[int]] = {}
-    first_seen.sort()
-    for _, register in first_seen:
-        taken = 0
-        for other in neighbours.get(register, ()):
-            phys = registers.get(other)
-            if phys is not None:
-                taken |= 1 << phys
+    no_bit = repeat(0)
+    for key in sorted(scan.first_seen):  # by first appearance, then by number
+        register = key & _REGISTER_MASK
+        others = neighbours.get(register)
+        taken = reduce(or_, map(bit_of, others, no_bit), 0) if others else 0
         free = ALLOCATABLE_MASK & ~taken
         if not free:
             raise OutOfRegisters(function.name)
         crossed = across.get(register, ())
-        clobbered = 0
-        for k in crossed:
-            clobbered |= calls[k][0]
+        clobbered = reduce(or_, map(mask_of, crossed), 0)
         hint = hints.get(register, -1)
         if hint < -1:  # a move's source: its register, if it has one
             hint = registers.get(-hint, -1)
         phys = _choose(free, clobbered, used, hint, prefer_high)
         registers[register] = phys
+        bits[register] = 1 << phys
         used |= 1 << phys
         if clobbered >> phys & 1:
             for k in crossed:
-                if calls[k][0] >> phys & 1:
+                if masks[k] >> phys & 1:
                     saves.setdefault(id(calls[k][1]), []).append(phys)
     clobber = used
-    for mask, _ in calls:
+    for mask in masks:
         clobber |= mask
-    return Allocation(registers, saves, clobber, used)
+    return Allocation(registers, saves, clobber, used, order)
+
+
+#: A virtual register's number in a key of :attr:`_Scan.first_seen`.
+_REGISTER_MASK: Final = (1 << 32) - 1
 
 
 class _LinearBlock:
     """One block as the allocator reads it: each instruction with the virtual registers
     it writes and reads, worked out once (a long top level has tens of thousands)."""
 
-    __slots__ = ("define", "index", "insns", "live_in", "successors", "term", "term_uses", "use")
+    __slots__ = ("define", "index", "insns", "live_in", "successors", "term_uses", "use")
 
-    def __init__(self, index: int, block: Block) -> None:
+    def __init__(self, index: int) -> None:
         self.index = index
-        self.term = block.term
         self.insns: list[tuple[Insn, tuple[int, ...], tuple[int, ...]]] = []
-        use: set[int] = set()
-        define: set[int] = set()
-        for insn in block.insns:
-            # Insn.uses() and Insn.defs(), keeping virtual registers only
-            op = insn.op
-            if op == "CALL" or op == "CALLI":
-                used = tuple(r for r in insn.args if r >= FIRST_VIRTUAL)
-                if op == "CALLI" and insn.a >= FIRST_VIRTUAL:
-                    used += (insn.a,)
-            else:
-                a, b = insn.a, insn.b
-                if a >= FIRST_VIRTUAL:
-                    used = (a, b) if b >= FIRST_VIRTUAL else (a,)
-                else:
-                    used = (b,) if b >= FIRST_VIRTUAL else ()
-            if op == "PARAMS":
-                defined = tuple(r for r in insn.args if r >= FIRST_VIRTUAL)
-            else:
-                defined = (insn.dst,) if insn.dst >= FIRST_VIRTUAL else ()
-            self.insns.append((insn, defined, used))
-            for register in used:
-                if register not in define:
-                    use.add(register)
-            define.update(defined)
-        term = block.term
         self.term_uses: tuple[int, ...] = ()
         self.successors: tuple[int, ...] = ()
-        if term is not None:
-            self.term_uses = tuple(r for r in term.uses() if r >= FIRST_VIRTUAL)
-            self.successors = term.targets
-            use.update(r for r in self.term_uses if r not in define)
-        self.use = use
-        self.define = define
-        self.live_in: set[int] = set(use)
+        self.use: set[int] = set()
+        self.define: set[int] = set()
+        self.live_in: set[int] = set()
 
 
-def _linear(function: Function, order: list[int]) -> list[_LinearBlock]:
-    return [_LinearBlock(index, function.blocks[index]) for index in order]
+class _Scan:
+    """One pass over a function in block order: its blocks as the allocator reads them,
+    its calls with their clobber masks, the hints, and where each virtual register
+    first appears (``position << 32 | register``: sorted, the colouring order)."""
+
+    def __init__(self, function: Function, order: list[int], call_clobber: dict[int, int]) -> None:
+        self.code: list[_LinearBlock] = []
+        self.calls: list[tuple[int, Insn]] = []  # (clobber mask, insn)
+        self.hints: dict[int, int] = {}
+        self.call_number: dict[int, int] = {}  # call instruction (by id) -> its number
+        first: dict[int, int] = {}
+        hints = self.hints
+        hint = hints.setdefault
+        appear = first.setdefault
+        calls = self.calls
+        position = 0
+        blocks = function.blocks
+        for index in order:
+            block = blocks[index]
+            linear = _LinearBlock(index)
+            self.code.append(linear)
+            rows = linear.insns
+            use = linear.use
+            define = linear.define
+            for insn in block.insns:
+                position += 1
+                here = position << 32
+                # Insn.uses() and Insn.defs(), keeping virtual registers only
+                op = insn.op
+                dst = insn.dst
+                if op == "CALL" or op == "CALLI":
+                    args = insn.args
+                    used = tuple([r for r in args if r >= FIRST_VIRTUAL])
+                    if op == "CALLI" and insn.a >= FIRST_VIRTUAL:
+                        used += (insn.a,)
+                    self.call_number[id(insn)] = len(calls)
+                    mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(args))
+                    calls.append((mask, insn))
+                    for number, argument in enumerate(args, start=1):
+                        if argument >= FIRST_VIRTUAL:
+                            hint(argument, number)
+                    if dst >= FIRST_VIRTUAL:
+                        hint(dst, RESULT)
+                else:
+                    a, b = insn.a, insn.b
+                    if a >= FIRST_VIRTUAL:
+                        used = (a, b) if b >= FIRST_VIRTUAL else (a,)
+                    else:
+                        used = (b,) if b >= FIRST_VIRTUAL else ()
+                    if op == "MOV" and dst >= FIRST_VIRTUAL:
+                        if a < FIRST_VIRTUAL:
+                            hint(dst, a)
+                        else:
+                            hint(dst, -a)  # prefer the source's register
+                if op == "PARAMS":
+                    defined = tuple([r for r in insn.args if r >= FIRST_VIRTUAL])
+                    for number, parameter in enumerate(insn.args, start=1):
+                        hint(parameter, number)
+                    for register in defined:
+                        appear(register, here | register)
+                elif dst >= FIRST_VIRTUAL:
+                    defined = (dst,)
+                    appear(dst, here | dst)
+                else:
+                    defined = ()
+                for register in used:
+                    appear(register, here | register)
+                    if register not in define:
+                        use.add(register)
+                rows.append((insn, defined, used))
+                define.update(defined)
+            term = block.term
+            if term is not None:
+                position += 1
+                here = position << 32
+                uses = tuple([r for r in term.uses() if r >= FIRST_VIRTUAL])
+                linear.term_uses = uses
+                linear.successors = term.targets
+                for register in uses:
+                    appear(register, here | register)
+                    if register not in define:
+                        use.add(register)
+                if term.op == "RET" and term.a >= FIRST_VIRTUAL:
+                    hint(term.a, RESULT)
+            linear.live_in = set(use)
+        self.first_seen = list(first.values())
 
 
 def _liveness(code: list[_LinearBlock]) -> dict[int, set[int]]:
@@ -242,10 +267,20 @@ def _interference(
         live = set(live_out[block.index])
         live.update(block.term_uses)
         for insn, defined, used in reversed(block.insns):
-            if defined:
+            op = insn.op
+            if len(defined) == 1:  # the common case, without a set of its own
+                register = defined[0]
+                live.discard(register)
+                source = insn.a if op == "MOV" and insn.a in live else -1
+                if source >= 0:
+                    live.discard(source)
+                neighbours[register].update(live)
+                for other in live:
+                    neighbours[other].add(register)
+                if source >= 0:
+                    live.add(source)
+            elif defined:
                 others = live.union(defined)
-                if insn.op == "MOV":
-                    others.discard(insn.a)
                 for register in defined:
                     others.discard(register)
                     neighbours[register].update(others)
@@ -253,7 +288,7 @@ def _interference(
                         neighbours[other].add(register)
                     others.add(register)
                 live.difference_update(defined)
-            if insn.op == "CALL" or insn.op == "CALLI":
+            if op == "CALL" or op == "CALLI":
                 k = call_number[id(insn)]
                 for register in live:  # the call's own results are gone from it already
                     across[register].append(k)

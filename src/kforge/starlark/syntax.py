@@ -20,7 +20,9 @@ import re
 import tokenize
 import warnings
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kforge.starlark.errors import StarlarkCompileError
 
@@ -130,7 +132,8 @@ def parse(text: str, filename: str) -> Source:
     _check_numbers(tokens, filename)
     _to_character_columns(nodes, text)
     strings = _decode_strings(nodes, tokens, filename)
-    _Checker(filename, tokens).visit(module)
+    if not _plainly_starlark(nodes):  # else there is nothing for the checker to refuse
+        _Checker(filename, tokens).visit(module)
     return Source(filename, text, module, Positions(tokens), strings)
 
 
@@ -768,6 +771,61 @@ _COMPARISON = {
     ast.Is: "is",
     ast.IsNot: "is not",
 }
+
+
+def _plain_target(target: ast.expr) -> bool:
+    """Whether ``target`` is one :meth:`_Checker.check_target` takes without a word."""
+    if isinstance(target, ast.Name):
+        return target.id != "load"
+    if isinstance(target, ast.Tuple | ast.List):
+        return all(_plain_target(element) for element in target.elts)
+    if isinstance(target, ast.Subscript):
+        return not isinstance(target.slice, ast.Slice)
+    return isinstance(target, ast.Attribute)
+
+
+def _plain_arguments(args: ast.arguments) -> bool:
+    return not args.posonlyargs and all(
+        arg is None or arg.annotation is None
+        for arg in (*args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+    )
+
+
+_Suspect = Callable[[Any], bool]
+#: For each kind of node :class:`_Checker` may refuse, whether this one might be refused:
+#: ``True`` for kinds it always refuses, or is careful with (a starred argument, a
+#: ``load``).  A superset of what it refuses, read in one pass over the flat tree.
+_SUSPECT: dict[type[ast.AST], _Suspect] = {
+    **dict.fromkeys((*_REFUSED_STATEMENTS, *_REFUSED_EXPRESSIONS, ast.Starred), lambda _: True),
+    ast.Name: lambda node: node.id == "load",
+    ast.BinOp: lambda node: isinstance(node.op, ast.Pow | ast.MatMult),
+    ast.AugAssign: lambda node: (
+        isinstance(node.op, ast.Pow | ast.MatMult)
+        or not isinstance(node.target, ast.Name | ast.Subscript | ast.Attribute)
+    ),
+    ast.Compare: lambda node: len(node.ops) > 1 or isinstance(node.ops[0], ast.Is | ast.IsNot),
+    ast.Constant: lambda node: isinstance(node.value, complex) or node.value is Ellipsis,
+    ast.Dict: lambda node: None in node.keys,
+    ast.Assign: lambda node: len(node.targets) > 1 or not _plain_target(node.targets[0]),
+    ast.For: lambda node: bool(node.orelse) or not _plain_target(node.target),
+    ast.While: lambda node: bool(node.orelse),
+    ast.comprehension: lambda node: bool(node.is_async) or not _plain_target(node.target),
+    ast.FunctionDef: lambda node: (
+        bool(node.decorator_list) or node.returns is not None or not _plain_arguments(node.args)
+    ),
+    ast.Lambda: lambda node: not _plain_arguments(node.args),
+}
+
+
+def _plainly_starlark(nodes: list[ast.AST]) -> bool:
+    """Whether no node is one :class:`_Checker` might refuse: then it need not walk the
+    tree (when one might be, it walks it and says which, and where, in its own order)."""
+    suspect = _SUSPECT.get
+    for node in nodes:
+        check = suspect(type(node))
+        if check is not None and check(node):
+            return False
+    return True
 
 
 def _is_load(statement: ast.stmt) -> bool:
