@@ -525,6 +525,8 @@ class _FunctionCompiler:
             if register is None:
                 value = self.lookup(node.id)
                 if isinstance(value, LazyTable):  # a module-level table(b"...") constant
+                    if not isinstance(value.literal, bytes):
+                        raise self.error(node, "a table(...) holds a bytes literal")
                     made = self.b.call(self.cold.table_function(value.literal), [])
                     return made if into < 0 else self.b.mov(made, dst=into)
                 if isinstance(value, StaticText):  # a module-level text("...") constant
