@@ -28,7 +28,7 @@ from starlark.go_testdata import (
 )
 from starlark.harness import RUNTIME_ERROR, Outcome
 
-TICK_BUDGET = 400_000_000
+TICK_BUDGET = 2_000_000_000
 MEMORY_QUOTA = 64 * 1024 * 1024
 
 

@@ -334,11 +334,8 @@ def mark_range(start: int, end: int, low: int, high: int, carry: int) -> None:
             index -= 1
             bits = load(bitmap + 8 * index)
         owner = carry
-        if bits != 0:
-            position = 63
-            while ((bits >> position) & 1) == 0:
-                position -= 1
-            owner = low + 8 * (64 * index + position)
+        if bits != 0:  # the nearest object start at or below w (a binary search)
+            owner = low + 8 * (64 * index + 63 - clz64(bits))
         if owner != 0 and w - owner < block_size(owner):
             mark(owner)
 
@@ -451,3 +448,4 @@ def sweep(base: int, top: int) -> None:
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import _in_error
     from kforge.starlark.runtime.generated import gc_alloc
+    from kforge.starlark.runtime.softfloat import clz64
