@@ -74,3 +74,6 @@ def test_a_runaway_recursion_ends_with_its_traceback(tier: str) -> None:
         "Traceback (most recent call last):\n  runaway.star:5:8: in <toplevel>\n"
     )
     assert "frames omitted)" in traceback
+    # the innermost frame is the call that could not be made, as the Go implementation
+    # shows it: the callee was never entered
+    assert traceback.splitlines()[-2] == "  runaway.star:2:23: in runaway", traceback

@@ -970,7 +970,8 @@ def _emit_function(
         assert term is not None, f"{name}: block {index} has no terminator"
         code.loc = term.loc
         _emit_terminator(code, function, term, allocation, is_checked, frame, following)
-    if is_checked:  # the stack check's failure: a call, so the traceback shows this frame
+    if is_checked:  # the stack check's failure: a call the traceback does not show (the
+        # function was not entered: the innermost frame is its caller's, at the call)
         code.labels[overflow_label] = code.here
         code.loc = None
         code.emit(Opcode.LI, SCRATCH_A, imm=frame)
@@ -979,7 +980,7 @@ def _emit_function(
             code.emit_to(Opcode.CALL, GC_ROOM)
             code.emit_to(Opcode.JNZ, name, rs1=SCRATCH_B)
         code.emit_to(Opcode.CALL, STACK_OVERFLOW)
-        word = site_word(0, SiteKind.STARLARK if starlark else SiteKind.RUNTIME, number, None)
+        word = site_word(0, SiteKind.RUNTIME, number, None)
         sites.append((code.here, word))
         code.all_sites.append((code.here, word))
         code.emit(Opcode.HALT)
