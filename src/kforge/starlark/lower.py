@@ -415,9 +415,10 @@ class FunctionCompiler:
             else:
                 self.expr(node.value)
         elif isinstance(node, ast.Assign):
-            value = self.expr(node.value)
-            self.b.loc = self.position(node.targets[0], "=")  # Go reports unpacking at the '='
-            self.assign(node.targets[0], value)
+            if not self.parallel_assignment(node.targets[0], node.value):
+                value = self.expr(node.value)
+                self.b.loc = self.position(node.targets[0], "=")  # Go reports unpacking at the '='
+                self.assign(node.targets[0], value)
         elif isinstance(node, ast.AugAssign):
             self.augmented(node)
         elif isinstance(node, ast.If):
@@ -477,6 +478,27 @@ class FunctionCompiler:
             self.assigned.add((Kind.LOAD.value, local))
 
     # -- assignment -------------------------------------------------------------------
+
+    def parallel_assignment(self, target: ast.expr, value: ast.expr) -> bool:
+        """``a, b = x, y``: the values computed left to right, then assigned left to
+        right, as unpacking the tuple would, without making it (about 60 ticks and an
+        allocation less).  False, having compiled nothing, unless both sides are
+        tuple or list displays of the same length."""
+        if not isinstance(target, ast.Tuple | ast.List):
+            return False
+        if not isinstance(value, ast.Tuple | ast.List):
+            return False
+        targets, values = target.elts, value.elts
+        if len(targets) != len(values) or any(
+            isinstance(element, ast.Starred) for element in (*targets, *values)
+        ):
+            return False
+        # each value copied first: a target may be a variable a later value reads
+        computed = [self.b.mov(self.expr(element)) for element in values]
+        self.b.loc = self.position(target, "=")
+        for element, item in zip(targets, computed, strict=True):
+            self.assign(element, item)
+        return True
 
     def assign(self, target: ast.expr, value: int) -> None:
         if isinstance(target, ast.Name):
