@@ -106,6 +106,13 @@ def test_the_starlark_regexp_matches_like_python_re() -> None:
         ("(a|)*b", "aab"),
         ("é.", "xéy"),
         ("a.c", "a\nc"),
+        ("a.*b", "a\nb"),
+        ("a.*b", "ba\nab"),
+        ("a.*b.*c", "cbaxbc"),
+        ("a.*b.*c", "ab\nc"),
+        (r"\(a.*b", "(ab"),
+        ("a.*", "\na"),
+        (".*", ""),
     ]
     assert len(cases) >= 500
     printed: list[str] = []
