@@ -132,6 +132,12 @@ DICT_ITERS: Final = 56
 DICT_SIZE: Final = 64
 DICT_ENTRY_SIZE: Final = 24
 
+# str, bytes, list, tuple and dict (tags in a row) each keep their length (a dict: its
+# live count) in the word after the header: compiled code reads it there for any of them
+LENGTH: Final = 8
+assert tuple(range(TAG_STRING + 1, TAG_DICT + 1)) == (TAG_BYTES, TAG_LIST, TAG_TUPLE, TAG_DICT)
+assert STR_LEN == LIST_LEN == TUPLE_LEN == DICT_LEN == LENGTH
+
 # range: header, start, stop, step, length (all small ints as plain signed words)
 RANGE_START: Final = 8
 RANGE_STOP: Final = 16

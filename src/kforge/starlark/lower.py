@@ -39,7 +39,7 @@ from kforge.starlark.builtins import (
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
-from kforge.starlark.lowlevel import FLOAT_VARIANT, RuntimeLibrary
+from kforge.starlark.lowlevel import FLOAT_VARIANT, RuntimeLibrary, global_item
 from kforge.starlark.regs import MAX_ARGUMENTS, ONE, SIGN, ZERO
 from kforge.starlark.scope import Binding, FunctionScope, Kind, Resolution, Variable
 from kforge.starlark.syntax import Source
@@ -76,6 +76,11 @@ _BINARY_SYMBOL: Final = {
 }
 #: Comparison operators as the runtime's ``compare`` numbers them.
 _ORDER: Final = {ast.Lt: 0, ast.LtE: 1, ast.Gt: 2, ast.GtE: 3}
+#: The words ``iter_walk`` leaves for a loop: its cursor, end and stride.
+_WALK: Final = tuple(
+    DataRef(global_item("kforge.starlark.runtime.sequences", name))
+    for name in ("walk_cursor", "walk_end", "walk_stride")
+)
 _SIGNED_COND: Final = {ast.Lt: "SLT", ast.LtE: "SLE", ast.Gt: "SGT", ast.GtE: "SGE"}
 #: The operators whose runtime function has a ``number_`` version that programs with
 #: floats call instead: two floats first, anything else as before.
@@ -437,7 +442,7 @@ class FunctionCompiler:
             value = self.expr(node.value) if node.value is not None else self.none()
             for loop in reversed(self.loops):
                 if loop.sequence >= 0:
-                    self.rt("iter_end", loop.sequence, result=False)
+                    self.iteration_end(loop.sequence)
             self.b.ret(value)
         elif isinstance(node, ast.Pass):
             pass
@@ -621,34 +626,63 @@ class FunctionCompiler:
             return
         iterable = self.expr(node.iter)
         self.b.loc = self.loc(node)
-        sequence = self.rt("iter_start", iterable)
         self.sequence_loop(
-            sequence,
+            iterable,
             lambda item: self.assign(node.target, item),
             lambda: self.statements(node.body),
         )
 
-    def sequence_loop(self, sequence: int, bind: object, body: object) -> None:
-        index = self.b.mov(ZERO)
-        head, run, done, finished = (self.b.new_block() for _ in range(4))
-        self.b.jmp(head)
-        self.b.set_block(head)
-        item = self.rt("iter_item", sequence, index)
-        self.b.br("NZ", item, -1, run, done)
-        self.b.set_block(run)
-        self.b.op("ADD", index, ONE, dst=index)
+    def sequence_loop(self, iterable: int, bind: object, body: object) -> None:
+        """A loop over ``iterable``'s items.  ``iter_walk`` starts it and says how to
+        read a list's, a tuple's or a dict's items in place: a cursor stepping through
+        their words (4 ticks an item, against 22 by ``iter_item``).  Other iterables
+        are read by ``iter_item``, the cursor counting their items (its end is 0)."""
+        b = self.b
+        sequence = self.rt("iter_walk", iterable)
+        cursor, end, stride = (b.load(ZERO, ref=ref) for ref in _WALK)
+        item = b.reg()
+        head, walk, other, generic, run, done = (b.new_block() for _ in range(6))
+        b.jmp(head)
+        b.set_block(head)
+        b.br("LT", cursor, end, walk, other)
+        b.set_block(walk)
+        b.load(cursor, dst=item)
+        b.op("ADD", cursor, stride, dst=cursor)
+        b.jmp(run)
+        b.set_block(other)
+        b.br("NZ", end, -1, done, generic)
+        b.set_block(generic)
+        b.mov(self.rt("iter_item", sequence, cursor), dst=item)
+        b.op("ADD", cursor, stride, dst=cursor)
+        b.br("NZ", item, -1, run, done)
+        b.set_block(run)
         before = set(self.assigned)
         bind(item)  # type: ignore[operator]
         self.loops.append(_Loop(head, done, sequence))
         body()  # type: ignore[operator]
         self.loops.pop()
-        if not self.b.terminated:
-            self.b.jmp(head)
+        if not b.terminated:
+            b.jmp(head)
         self.assigned = before
-        self.b.set_block(done)
-        self.rt("iter_end", sequence, result=False)
-        self.b.jmp(finished)
-        self.b.set_block(finished)
+        b.set_block(done)
+        self.iteration_end(sequence)
+
+    def iteration_end(self, sequence: int) -> None:
+        """The runtime's ``iter_end`` inline: a list's or a dict's count of iterations
+        less one (6 or 9 ticks, against 17 or more)."""
+        b = self.b
+        is_list, not_list, is_dict, done = (b.new_block() for _ in range(4))
+        tag = b.op("AND", b.load(sequence, L.HEADER), self.const(L.TAG_MASK))
+        b.br("EQ", tag, self.const(L.TAG_LIST), is_list, not_list)
+        b.set_block(is_list)
+        b.store(b.op("SUB", b.load(sequence, L.LIST_ITERS), ONE), sequence, L.LIST_ITERS)
+        b.jmp(done)
+        b.set_block(not_list)
+        b.br("EQ", tag, self.const(L.TAG_DICT), is_dict, done)
+        b.set_block(is_dict)
+        b.store(b.op("SUB", b.load(sequence, L.DICT_ITERS), ONE), sequence, L.DICT_ITERS)
+        b.jmp(done)
+        b.set_block(done)
 
     def range_loop(self, node: ast.For) -> bool:
         """``for x in range(...)`` with a constant step: a counting loop when the bounds
@@ -688,9 +722,8 @@ class FunctionCompiler:
         step_word = self.const(word_of_int(step) or 0)
         range_value = self.rt("builtin_range", start, stop, step_word)
         self.b.loc = self.loc(node)
-        sequence = self.rt("iter_start", range_value)
         self.sequence_loop(
-            sequence,
+            range_value,
             lambda item: self.assign(node.target, item),
             lambda: self.statements(node.body),
         )
@@ -1424,7 +1457,6 @@ class FunctionCompiler:
         generator, rest = generators[0], generators[1:]
         iterable = self.expr(generator.iter)
         self.b.loc = Loc(*self.module.source.positions.before(generator.target, "for"))
-        sequence = self.rt("iter_start", iterable)
 
         def inner() -> None:
             skip = self.b.new_block()
@@ -1438,7 +1470,7 @@ class FunctionCompiler:
             self.b.set_block(skip)
             self.b.jmp(self.loops[-1].head)  # type: ignore[arg-type]
 
-        self.sequence_loop(sequence, lambda item: self.assign(generator.target, item), inner)
+        self.sequence_loop(iterable, lambda item: self.assign(generator.target, item), inner)
 
     def list_comprehension(self, node: ast.ListComp) -> int:
         result = self.rt("list_with", ZERO)

@@ -89,6 +89,11 @@ _SIGNED: dict[str, Cond] = {"slt": "SLT", "sle": "SLE", "sgt": "SGT", "sge": "SG
 _MASK = (1 << 64) - 1
 
 
+def global_item(module: str, name: str) -> str:
+    """The data item of the Global ``name`` of the runtime module ``module``."""
+    return f"g:{module}.{name}"
+
+
 class LowLevelError(Exception):
     """A construct the runtime dialect does not have (a bug in the runtime's source)."""
 
@@ -504,7 +509,7 @@ class _FunctionCompiler:
             if owner is None:  # a Global of another runtime module
                 owner = self.globals_by_name.get(node.value.id)
             if isinstance(owner, Global):
-                return self.data.word(f"g:{owner.module}.{node.value.id}", owner.initial)
+                return self.data.word(global_item(owner.module, node.value.id), owner.initial)
         raise self.error(node, "only a Global's .value may be read or assigned")
 
     def expr(self, node: ast.expr | None, into: int = -1) -> int:

@@ -1,10 +1,11 @@
 """Indexing, slicing, membership, unpacking and iteration of every sequence.
 
-Iteration is a protocol of three calls the compiler emits for ``for`` loops and
-comprehensions: ``iter_start(x)`` checks that ``x`` is iterable and returns the
-object to iterate (a list or dict is locked against changes of size for as long
-as the loop runs), ``iter_item(seq, i)`` returns the ``i`` th item or 0 after the
-last, and ``iter_end(seq)`` unlocks.
+Iteration is a protocol of three calls: ``iter_start(x)`` checks that ``x`` is
+iterable and returns the object to iterate (a list or dict is locked against changes
+for as long as the loop runs), ``iter_item(seq, i)`` returns the ``i`` th item or 0
+after the last, and ``iter_end(seq)`` unlocks.  The compiler's loops start with
+``iter_walk``, which also says where a list's, a tuple's or a dict's items lie, read
+them in place, and unlock inline.
 
 Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 """
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     FLOATS,
+    Global,
     cold,
     load,
     loadb,
@@ -510,6 +512,41 @@ def iter_start(x: int) -> int:
         return elems_prepare(x)
     error_with_type(text(""), x, text(" value is not iterable"), 0)
     return 0
+
+
+#: What ``iter_walk`` leaves for the compiled loop over the sequence it answers: the
+#: address of the first item, the address past the last and the step between them (a
+#: list's or a tuple's items, a dict's keys), or 0, 0 and 1 for a sequence read by
+#: ``iter_item`` (the loop's cursor then counts its items).
+walk_cursor = Global(__name__)
+walk_end = Global(__name__)
+walk_stride = Global(__name__)
+
+
+def iter_walk(x: int) -> int:
+    """``iter_start(x)`` for a compiled loop, which reads a list's, a tuple's or a dict's
+    items in place as ``walk_cursor``, ``walk_end`` and ``walk_stride`` say: none of
+    them changes while iterated (a list or dict being iterated refuses changes)."""
+    stride = 8
+    tag = L.TAG_INT if x & 1 else load(x) & L.TAG_MASK
+    if tag == L.TAG_LIST:
+        store(x + L.LIST_ITERS, load(x + L.LIST_ITERS) + 1)
+        cursor = load(x + L.LIST_ITEMS)
+    elif tag == L.TAG_TUPLE:
+        cursor = x + L.TUPLE_ITEMS
+    elif tag == L.TAG_DICT:
+        iter_start(x)  # its live entries now in a row
+        cursor = load(x + L.DICT_ENTRIES) + 8
+        stride = L.DICT_ENTRY_SIZE
+    else:
+        walk_cursor.value = 0
+        walk_end.value = 0
+        walk_stride.value = 1
+        return iter_start(x)
+    walk_cursor.value = cursor
+    walk_end.value = cursor + load(x + L.LENGTH) * stride
+    walk_stride.value = stride
+    return x
 
 
 def iter_item(seq: int, i: int) -> int:
