@@ -787,6 +787,9 @@ class FunctionCompiler:
         self.truth_branch(self.expr(node), t, f)
 
     def truth_branch(self, value: int, if_true: object, if_false: object) -> None:
+        """Branch on the truth of ``value``: True, False, None and small ints by their
+        words, a str, bytes, list, tuple or dict by its length (about 20 ticks, against
+        66 through ``truth``), any other value by ``truth``."""
         t, f = if_true, if_false
         b = self.b
         not_true, not_false, not_none, not_int, is_int = (b.new_block() for _ in range(5))
@@ -800,6 +803,15 @@ class FunctionCompiler:
         b.set_block(is_int)
         b.br("EQ", value, ONE, f, t)  # type: ignore[arg-type]  # the word of 0 is 1
         b.set_block(not_int)
+        # a str, bytes, list, tuple or dict (tags in a row) is true when its length is
+        # not zero
+        sized, other = b.new_block(), b.new_block()
+        tag = b.op("AND", b.load(value, L.HEADER), self.const(L.TAG_MASK))
+        first = b.op("SUB", tag, self.const(L.TAG_STRING))
+        b.br("LT", first, self.const(L.TAG_DICT - L.TAG_STRING + 1), sized, other)
+        b.set_block(sized)
+        b.br("NZ", b.load(value, L.LENGTH), -1, t, f)  # type: ignore[arg-type]
+        b.set_block(other)
         b.br("NZ", self.rt("truth", value), -1, t, f)  # type: ignore[arg-type]
 
     def compare_branch(self, node: ast.Compare, if_true: object, if_false: object) -> None:
