@@ -81,6 +81,8 @@ _WALK: Final = tuple(
     DataRef(global_item("kforge.starlark.runtime.sequences", name))
     for name in ("walk_cursor", "walk_end", "walk_stride")
 )
+#: The longest str or bytes literal an equality test compares in place, a word at a time.
+_INLINE_LITERAL_BYTES: Final = 16
 _SIGNED_COND: Final = {ast.Lt: "SLT", ast.LtE: "SLE", ast.Gt: "SGT", ast.GtE: "SGE"}
 #: The operators whose runtime function has a ``number_`` version that programs with
 #: floats call instead: two floats first, anything else as before.
@@ -816,6 +818,8 @@ class FunctionCompiler:
 
     def compare_branch(self, node: ast.Compare, if_true: object, if_false: object) -> None:
         op = node.ops[0]
+        if self.literal_compare_branch(node, if_true, if_false):
+            return
         left = self.expr(node.left)
         right = self.expr(node.comparators[0])
         symbols = {
@@ -876,6 +880,96 @@ class FunctionCompiler:
         b.set_block(slow)
         result = self.rt("compare", left, right, self.const(_ORDER[type(op)]))
         b.br("NZ", result, -1, t, f)  # type: ignore[arg-type]
+
+    def literal_compare_branch(self, node: ast.Compare, if_true: object, if_false: object) -> bool:
+        """``x == "literal"`` (either way round, or ``!=``) and ``x in (literals...)``
+        (a tuple or list literal of str, bytes, small int, None or bool constants)
+        without a call: the literal's bytes are known, so the test reads ``x``'s tag,
+        length and bytes in place (about 20 ticks, against 65 through ``equal``); a
+        membership test is a chain of such tests (about 12 ticks a literal, against
+        about 200 for building the tuple and ``contains``).  False (nothing emitted)
+        for any other comparison."""
+        op = node.ops[0]
+        left_node, right_node = node.left, node.comparators[0]
+        t, f = if_true, if_false
+        if isinstance(op, ast.NotEq | ast.NotIn):
+            t, f = f, t
+        if isinstance(op, ast.Eq | ast.NotEq):
+            if self.string_literal(right_node) is not None:
+                value_node, literal = left_node, right_node
+            elif self.string_literal(left_node) is not None:
+                value_node, literal = right_node, left_node
+            else:
+                return False
+            value = self.expr(value_node)
+            self.b.loc = self.position(left_node, ("==" if isinstance(op, ast.Eq) else "!=",))
+            self.literal_equality_branch(value, literal, t, f)
+            return True
+        if not isinstance(op, ast.In | ast.NotIn) or not isinstance(
+            right_node, ast.Tuple | ast.List
+        ):
+            return False
+        elements = right_node.elts
+        if not all(_identity_literal(e) or self.string_literal(e) is not None for e in elements):
+            return False
+        value = self.expr(left_node)
+        self.b.loc = self.position(left_node, ("in" if isinstance(op, ast.In) else "not",))
+        for element in elements:
+            following = self.b.new_block()
+            self.literal_equality_branch(value, element, t, following)
+            self.b.set_block(following)
+        self.b.jmp(f)  # type: ignore[arg-type]
+        return True
+
+    def string_literal(self, node: ast.expr) -> tuple[bytes, int] | None:
+        """The bytes and tag of a str or bytes literal, else None."""
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str | bytes):
+            return None
+        payload, is_bytes = self.module.source.strings[id(node)]
+        data = payload.encode() if isinstance(payload, str) else payload
+        return data, L.TAG_BYTES if is_bytes else L.TAG_STRING
+
+    def literal_equality_branch(
+        self, value: int, literal: ast.expr, if_true: object, if_false: object
+    ) -> None:
+        """Branch on ``value == literal``, ``literal`` a small int, None, bool, str or
+        bytes literal."""
+        b = self.b
+        t, f = if_true, if_false
+        text = self.string_literal(literal)
+        if text is None:  # a small int, None, True or False equals only its own word
+            word = self.expr(literal)
+            b.br("EQ", value, word, t, f)  # type: ignore[arg-type]
+            if _small_literal(literal) is not None:
+                self.float_equality_patch(value, value, word, t, f)
+            return
+        data, tag = text
+        is_object, tag_matches = b.new_block(), b.new_block()
+        b.br("NZ", b.op("AND", value, ONE), -1, f, is_object)  # type: ignore[arg-type]
+        b.set_block(is_object)
+        header = b.op("AND", b.load(value, L.HEADER), self.const(L.TAG_MASK))
+        b.br("EQ", header, self.const(tag), tag_matches, f)  # type: ignore[arg-type]
+        b.set_block(tag_matches)
+        length = b.load(value, L.STR_LEN)
+        if len(data) > _INLINE_LITERAL_BYTES:
+            same_length = b.new_block()
+            b.br("EQ", length, self.const(len(data)), same_length, f)  # type: ignore[arg-type]
+            b.set_block(same_length)
+            answer = self.rt("bytes_equal", value, self.string(data, tag))
+            b.br("NZ", answer, -1, t, f)  # type: ignore[arg-type]
+            return
+        following = b.new_block()
+        b.br("EQ", length, self.const(len(data)), following, f)  # type: ignore[arg-type]
+        for offset in range(0, len(data), 8):
+            b.set_block(following)
+            chunk = data[offset : offset + 8]
+            word = b.load(value, L.STR_DATA + offset)
+            if len(chunk) < 8:  # the bytes past the end are not the string's
+                word = b.op("AND", word, self.const((1 << (8 * len(chunk))) - 1))
+            following = b.new_block()
+            b.br("EQ", word, self.const(int.from_bytes(chunk, "little")), following, f)  # type: ignore[arg-type]
+        b.set_block(following)
+        b.jmp(t)  # type: ignore[arg-type]
 
     def float_equality_patch(
         self, other: int, left: int, right: int, if_true: object, if_false: object
