@@ -1450,7 +1450,7 @@ class FunctionCompiler:
             return self.rt("getattr_value", obj, self.string(name))
         result = self.b.reg()
         done = self.b.new_block()
-        tag = self.rt("tag_of", obj)
+        tag = self.tag_of(obj)
         for tag_value, builtin in candidates.items():
             this, other = self.b.new_block(), self.b.new_block()
             self.b.br("EQ", tag, self.const(tag_value), this, other)
@@ -1461,6 +1461,22 @@ class FunctionCompiler:
         self.b.mov(self.rt("getattr_value", obj, self.string(name)), dst=result)
         self.b.jmp(done)
         self.b.set_block(done)
+        return result
+
+    def tag_of(self, value: int) -> int:
+        """The runtime's ``tag_of`` inline (5 ticks against 12): TAG_INT for a small int,
+        else the header's tag."""
+        b = self.b
+        result = b.reg()
+        small, obj, done = b.new_block(), b.new_block(), b.new_block()
+        b.br("NZ", b.op("AND", value, ONE), -1, small, obj)
+        b.set_block(small)
+        b.li(L.TAG_INT, dst=result)
+        b.jmp(done)
+        b.set_block(obj)
+        b.op("AND", b.load(value, L.HEADER), self.const(L.TAG_MASK), dst=result)
+        b.jmp(done)
+        b.set_block(done)
         return result
 
     def subscript(self, node: ast.Subscript) -> int:
@@ -2053,7 +2069,7 @@ class FunctionCompiler:
         candidates = METHODS[name]
         result = self.b.reg()
         done = self.b.new_block()
-        tag = self.rt("tag_of", receiver)
+        tag = self.tag_of(receiver)
         for tag_value, builtin in candidates.items():
             this, other = self.b.new_block(), self.b.new_block()
             self.b.br("EQ", tag, self.const(tag_value), this, other)
