@@ -1365,10 +1365,10 @@ class FunctionCompiler:
 
     def multiply(self, left: int, right: int) -> int:
         """Small ints below 2**31 in magnitude multiply inline (the product fits a small
-        int); anything else in the runtime."""
+        int); other small ints in ``small_mul``; anything else in the runtime."""
         b = self.b
         result = b.reg()
-        fast, check_right, in_range, slow, done = (b.new_block() for _ in range(5))
+        fast, check_right, in_range, small, slow, done = (b.new_block() for _ in range(6))
         b.br("NZ", self.small_tags(left, right, None, None), -1, check_right, slow)
         b.set_block(check_right)
         # a word w = 2x+1 has -2**31 <= x < 2**31 exactly when w + 2**32 < 2**33
@@ -1377,15 +1377,18 @@ class FunctionCompiler:
         # (the products of the two ranges lie in -2**62 .. 2**62 - 2**31)
         shifted_left = b.op("ADD", left, self.const((1 << 32) - 2))
         limit = self.const(1 << 33)
-        b.br("LT", shifted_left, limit, in_range, slow)
+        b.br("LT", shifted_left, limit, in_range, small)
         b.set_block(in_range)
         shifted_right = b.op("ADD", right, self.const(1 << 32))
-        b.br("LT", shifted_right, limit, fast, slow)
+        b.br("LT", shifted_right, limit, fast, small)
         b.set_block(fast)
         # y = (right + 2**32) >> 1, less 2**31; the product 2x * y, plus the tag
         y = b.op("SUB", b.op("SHR", shifted_right, ONE), self.const(1 << 31))
         product = b.op("MUL", b.op("SUB", left, ONE), y)
         b.op("ADD", product, ONE, dst=result)
+        b.jmp(done)
+        b.set_block(small)
+        b.mov(self.rt("small_mul", left, right), dst=result)
         b.jmp(done)
         b.set_block(slow)
         b.mov(self.arithmetic_call("mul", left, right), dst=result)

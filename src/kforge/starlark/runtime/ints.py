@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 
 #: Magnitudes below this multiply without leaving a machine word.
 _HALF: Final = 1 << 31
+#: The magnitude of the most negative small int, one more than the largest.
+_SMALL_LIMIT: Final = 1 << 62
 
 
 def both_small(a: int, b: int) -> int:
@@ -119,11 +121,7 @@ def mul(a: int, b: int) -> int:
     tb = tag_of(b)
     if ta == L.TAG_INT and tb == L.TAG_INT:
         if both_small(a, b):
-            x = sar(a, 1)
-            y = sar(b, 1)
-            # |x|, |y| < 2**31: |x * y| < 2**62, a small int (-2**31 squared is not)
-            if x + _HALF - 1 < 2 * _HALF - 1 and y + _HALF - 1 < 2 * _HALF - 1:
-                return small_word(x * y)
+            return small_mul(a, b)
         return big_mul(a, b)
     if ta == L.TAG_INT:
         return repeat(b, a, a, b)
@@ -131,6 +129,30 @@ def mul(a: int, b: int) -> int:
         return repeat(a, b, a, b)
     error_binary(text("*"), a, b)
     return 0
+
+
+def small_mul(a: int, b: int) -> int:
+    """``a * b`` for two small ints: a small int when the product fits one, told
+    exactly from the magnitudes (the machine's overflow flag cannot be read); a big
+    int only when it does not."""
+    x = sar(a, 1)
+    y = sar(b, 1)
+    mx = x
+    if slt(x, 0):
+        mx = 0 - x
+    my = y
+    if slt(y, 0):
+        my = 0 - y
+    # below 2**32 each, the magnitudes' product fits a word; else ask a division
+    if (mx | my) >= 2 * _HALF and my != 0 and mx > (0 - 1) // my:
+        return big_mul(a, b)
+    p = mx * my
+    if slt(x ^ y, 0):
+        if p <= _SMALL_LIMIT:  # -2**62 is a small int
+            return small_word(0 - p)
+    elif p < _SMALL_LIMIT:
+        return small_word(p)
+    return big_mul(a, b)
 
 
 def repeat(sequence: int, count: int, left: int, right: int) -> int:
