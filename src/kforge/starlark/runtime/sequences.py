@@ -179,9 +179,14 @@ def get_index(x: int, key: int) -> int:
         buf_str(b, text(" not in dict"))
         error(buf_to_string(b, L.TAG_STRING), 0)
     if tag == L.TAG_TUPLE:
-        i = index_in(key, load(x + L.TUPLE_LEN), x, 1)
+        n = load(x + L.TUPLE_LEN)
+        if key & 1 and (key >> 1) < n:  # as for a list
+            return load(x + L.TUPLE_ITEMS + ((key >> 1) << 3))
+        i = index_in(key, n, x, 1)
         return load(x + L.TUPLE_ITEMS + 8 * i)
     if tag == L.TAG_STRING:
+        if key & 1 and (key >> 1) < load(x + L.STR_LEN):  # as for a list
+            return byte_string(loadb(x + L.STR_DATA + (key >> 1)))
         i = index_in(key, load(x + L.STR_LEN), x, 1)
         return byte_string(loadb(x + L.STR_DATA + i))
     if tag == L.TAG_BYTES:
@@ -197,7 +202,7 @@ def get_index(x: int, key: int) -> int:
 
 
 def byte_string(c: int) -> int:
-    """The one-byte str ``chr`` of a byte value (for ASCII, a shared static string)."""
+    """The one-byte str of a byte value."""
     s = string_new(L.TAG_STRING, 1)
     store(s + L.STR_DATA, c)
     return s
