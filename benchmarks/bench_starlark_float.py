@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,21 @@ def ticks(source: str) -> int:
     return machine.ticks_used
 
 
+def per_operation(
+    operations: dict[str, str], program: Callable[[str], str], baseline: str, repeats: int
+) -> dict[str, float]:
+    """Ticks of each of ``operations`` (name -> code): its program's less the program of
+    ``baseline``, per repeat; printed as a table as they come."""
+    base = ticks(program(baseline))
+    width = max(len(name) for name in operations) + 2
+    costs: dict[str, float] = {}
+    print(f"{'Starlark operation':<{width}}{'ticks':>8}")
+    for name, code in operations.items():
+        costs[name] = (ticks(program(code)) - base) / repeats
+        print(f"{name:<{width}}{costs[name]:>8.0f}", flush=True)
+    return costs
+
+
 def typical_cases(op: str, count: int, rng: random.Random) -> list[tuple[str, int, int]]:
     """Normal doubles of either sign with exponents within a few binades."""
 
@@ -119,14 +135,8 @@ def main() -> int:
     print(f"{'soft-float function':<22}{'least':>8}{'typical':>9}{'most':>8}")
     for op, row in soft.items():
         print(f"{op:<22}{row['least']:>8.0f}{row['typical']:>9.0f}{row['most']:>8.0f}")
-    baseline = ticks(program("a"))
-    per_operation: dict[str, float] = {}
-    print(f"\n{'Starlark operation':<22}{'ticks':>8}")
-    for name, expression in OPERATIONS.items():
-        cost = (ticks(program(expression)) - baseline) / REPEATS
-        per_operation[name] = cost
-        print(f"{name:<22}{cost:>8.0f}")
-    results["starlark_ticks_per_operation"] = per_operation
+    print()
+    results["starlark_ticks_per_operation"] = per_operation(OPERATIONS, program, "a", REPEATS)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "starlark_float.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
