@@ -170,7 +170,7 @@ KFORGE_ONLY = {
 #: holds the top of the heap where a checked call (recursion, a call through a value,
 #: ``str`` of a container) needs stack (docs/starlark.md, *Memory*).  They must print a
 #: prefix of what Go prints, then end with a resource error: never a wrong answer.
-STOPS_EARLY = {"containers", "numbers"}
+STOPS_EARLY: set[str] = set()
 #: Run on both tiers (ticks compared); the others on the fast tier only.
 BOTH_TIERS = {"churn", "error_live_data_grows"}
 RESOURCE_ERRORS = (
