@@ -1186,6 +1186,15 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
     code.emit(Opcode.LI, SCRATCH_B, imm=1)
     code.emit(Opcode.RET)
     code.labels[collect_room] = code.here
+    # then the headroom the collector keeps back (runtime/gc.py), without collecting
+    headroom, collect_now = code.data.address(HEADROOM), (GC_ROOM, -3)
+    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=headroom)
+    code.emit_to(Opcode.JZ, collect_now, rs1=SCRATCH_A)
+    code.emit(Opcode.STOREW, 0, ZERO, ZERO, imm=headroom)
+    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+    code.emit(Opcode.LI, SCRATCH_B, imm=1)
+    code.emit(Opcode.RET)
+    code.labels[collect_now] = code.here
     code.emit(Opcode.SUB, SCRATCH_B, LIM, HP)
     _emit_fold_gap(code)
     code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=8 * GC_SAVE_SLOT[RESULT])

@@ -93,7 +93,11 @@ def gc_take_free(size: int) -> int:
     p = bump(need)
     if p != 0 or (_free_runs.value == 0 and bump_end.value == NO_END):
         return p
-    return alloc_elsewhere(need)
+    # the top rises only while the stack keeps ample room above it, else collect first
+    # (an error being reported cannot collect)
+    limit = heap_limit() + _limit_shift.value + _gap.value
+    ample = limit - heap_top() > (limit - heap_base()) >> 2
+    return alloc_elsewhere(need, ample or _in_error.value != 0)
 
 
 def gc_alloc_slow(size: int) -> int:
@@ -101,22 +105,25 @@ def gc_alloc_slow(size: int) -> int:
     ``size`` 0 asks for a collection alone and gives the stack the headroom (the
     result is then 1)."""
     if size == 0:
+        top = heap_top()
         if _in_error.value == 0 and gc_collect() != 0:
             release_headroom()
-            alloc_elsewhere(0)  # the heap grows below its top from now on
+            alloc_elsewhere(0, 1)  # the heap grows below its top from now on
+            # half of what the top came down keeps the next failed check cheap
+            reserve_headroom((top - heap_top()) >> 1)
         return 1
     if _in_error.value != 0 or size > (1 << 40):
         return 0
     need = (size + 7) & ~7
     if gc_collect() == 0:
         return 0
-    p = alloc_elsewhere(need)
+    p = alloc_elsewhere(need, 1)
     if p == 0:
         release_headroom()
         p = bump(need)
         if p == 0:
             return 0
-    reserve_headroom()
+    reserve_headroom(NO_END)
     return p
 
 
@@ -135,29 +142,39 @@ def bump(need: int) -> int:
     return p
 
 
-def alloc_elsewhere(need: int) -> int:
+def alloc_elsewhere(need: int, top_too: int) -> int:
     """First fit in address order, so that the top of the heap (which a live object
-    pins) rises only when nothing below it fits: the first free run of at least
-    ``need`` bytes becomes the bump region (``REGION_MIN`` bytes or more) or is cut to
-    size; failing that, the top of the heap is the bump region again.  0 if even the
-    top has no room.  ``need`` 0 only moves the bump region to the first run of
-    ``REGION_MIN`` bytes, if there is one."""
+    pins) rises only when nothing below it fits: the first free run of ``REGION_MIN``
+    bytes or more that fits becomes the bump region; failing that, the first run that
+    fits is cut to size; failing that, the top of the heap is the bump region again
+    (if ``top_too``).  0 if even the top has no room.  ``need`` 0 only moves the bump region to the first
+    run of ``REGION_MIN`` bytes, if there is one."""
+    wanted = need
+    if wanted < REGION_MIN:
+        wanted = REGION_MIN
     previous = 0
     run = _free_runs.value
+    small = 0
+    small_previous = 0
     while run != 0:
         size = load(run + L.FREE_SIZE)
         following = load(run + L.FREE_NEXT)
-        if size >= need and (need != 0 or size >= REGION_MIN):
-            if size < REGION_MIN:
-                return cut_free_run(previous, run, need)
+        if size >= wanted:
             if previous == 0:
                 _free_runs.value = following
             else:
                 store(previous + L.FREE_NEXT, following)
             enter_region(run, size)
             return bump(need)
+        if small == 0 and need != 0 and size >= need:
+            small = run
+            small_previous = previous
         previous = run
         run = following
+    if small != 0:
+        return cut_free_run(small_previous, small, need)
+    if top_too == 0:
+        return 0
     enter_top()
     return bump(need)
 
@@ -221,12 +238,12 @@ def heap_top() -> int:
     return _heap_top.value
 
 
-def reserve_headroom() -> None:
+def reserve_headroom(most: int) -> None:
     """Keep room back from the heap for the stack again (the start code keeps an
-    eighth of the heap's room; a failed stack check takes it, ``release_headroom``):
-    up to that much, and half the room above the top of the heap, which a collection
-    cannot lower past a live object.  The slow path moves the limit once its registers
-    are back (``_limit_shift``)."""
+    eighth of the heap's room; a failed stack check takes it first, before it collects):
+    up to that much, half the room above the top of the heap, which a collection cannot
+    lower past a live object, and ``most``.  The slow path moves the limit once its
+    registers are back (``_limit_shift``)."""
     if _headroom.value != 0:
         return
     limit = heap_limit() + _limit_shift.value + _gap.value
@@ -234,6 +251,8 @@ def reserve_headroom() -> None:
     above = ((limit - heap_top()) >> 1) & ~7
     if above < room:
         room = above
+    if most < room:
+        room = most & ~7
     _headroom.value = room
     _limit_shift.value = _limit_shift.value - room
 
