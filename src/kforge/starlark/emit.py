@@ -74,6 +74,10 @@ GC_TAKE: Final = "gc_take_free"
 #: The data item through which the collector moves ``LIM`` (see ``runtime/gc.py``).
 LIMIT_SHIFT: Final = "g:kforge.starlark.runtime.gc._limit_shift"
 HEADROOM: Final = "g:kforge.starlark.runtime.gc._headroom"
+#: How far ``LIM`` is kept below the stack's limit while the bump region is a free run
+#: below the top of the heap, and that region's base as ``LIM`` last counted it.
+GAP: Final = "g:kforge.starlark.runtime.gc._gap"
+REGION_BASE: Final = "g:kforge.starlark.runtime.gc._region_base"
 GC_SLOW: Final = "gc_alloc_slow"
 OUT_OF_MEMORY: Final = "out_of_memory"
 GC_ALLOC_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
@@ -1152,21 +1156,49 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
     code.emit(Opcode.POP, SCRATCH_A)
     for register in reversed(quick):
         code.emit(Opcode.POP, register)
+    _emit_limit_shift(code, SCRATCH_B)  # a bump region below the top moves LIM
     collect = (GC_ALLOC, -1)
     code.emit_to(Opcode.JZ, collect, rs1=RESULT)
     code.emit(Opcode.RET)
     code.labels[collect] = code.here
     code.emit(Opcode.ADD, RESULT, SCRATCH_A, ZERO)
+    _emit_fold_gap(code)
     _emit_collect(code, sites, keep_result=False)
     _emit_limit_shift(code)
     code.emit_to(Opcode.JZ, OUT_OF_MEMORY, rs1=RESULT)
     code.emit(Opcode.RET)
-    # GC_ROOM: the room between heap and limit before (in the unused save slot 0), a
-    # collection, and whether the room grew
+    # GC_ROOM: in a bump region below the top, first give LIM what the region gave out
+    # since it was last counted (runtime/gc.py, rebase) and check again; else the room
+    # between heap and limit before (in the unused save slot 0), a collection, and
+    # whether the room grew
     code.labels[GC_ROOM] = code.here
+    gap, base = code.data.address(GAP), code.data.address(REGION_BASE)
+    collect_room = (GC_ROOM, -2)
+    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=gap)
+    code.emit_to(Opcode.JZ, collect_room, rs1=SCRATCH_A)
+    code.emit(Opcode.LOADW, SCRATCH_B, ZERO, imm=base)
+    code.emit(Opcode.SUB, SCRATCH_B, HP, SCRATCH_B)
+    code.emit_to(Opcode.JZ, collect_room, rs1=SCRATCH_B)
+    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_B)
+    code.emit(Opcode.SUB, SCRATCH_A, SCRATCH_A, SCRATCH_B)
+    code.emit(Opcode.STOREW, 0, SCRATCH_A, ZERO, imm=gap)
+    code.emit(Opcode.STOREW, 0, HP, ZERO, imm=base)
+    code.emit(Opcode.LI, SCRATCH_B, imm=1)
+    code.emit(Opcode.RET)
+    code.labels[collect_room] = code.here
+    # then the headroom the collector keeps back (runtime/gc.py), without collecting
+    headroom, collect_now = code.data.address(HEADROOM), (GC_ROOM, -3)
+    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=headroom)
+    code.emit_to(Opcode.JZ, collect_now, rs1=SCRATCH_A)
+    code.emit(Opcode.STOREW, 0, ZERO, ZERO, imm=headroom)
+    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+    code.emit(Opcode.LI, SCRATCH_B, imm=1)
+    code.emit(Opcode.RET)
+    code.labels[collect_now] = code.here
+    code.emit(Opcode.SUB, SCRATCH_B, LIM, HP)
+    _emit_fold_gap(code)
     code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=8 * GC_SAVE_SLOT[RESULT])
-    code.emit(Opcode.SUB, RESULT, LIM, HP)
-    code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=0)
+    code.emit(Opcode.STOREW, 0, SCRATCH_B, LIM, imm=0)
     code.emit(Opcode.LI, RESULT, imm=0)
     _emit_collect(code, sites, keep_result=True)
     code.emit(Opcode.LOADW, SCRATCH_B, LIM, imm=0)
@@ -1180,6 +1212,15 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
     code.labels[grew] = code.here
     code.emit(Opcode.LI, SCRATCH_B, imm=1)
     code.emit(Opcode.RET)
+
+
+def _emit_fold_gap(code: _Code) -> None:
+    """Give ``LIM`` the gap a bump region below the top keeps it down by (runtime/gc.py),
+    so that the save area at ``LIM`` lies above the heap's top."""
+    gap = code.data.address(GAP)
+    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=gap)
+    code.emit(Opcode.STOREW, 0, ZERO, ZERO, imm=gap)
+    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
 
 
 def _emit_collect(code: _Code, sites: list[tuple[int, int]], keep_result: bool) -> None:
@@ -1203,13 +1244,13 @@ def _emit_collect(code: _Code, sites: list[tuple[int, int]], keep_result: bool) 
         code.emit(Opcode.STOREW, 0, ZERO, LIM, imm=8 * GC_SAVE_SLOT[register])
 
 
-def _emit_limit_shift(code: _Code) -> None:
+def _emit_limit_shift(code: _Code, scratch: int = SCRATCH_A) -> None:
     """Move ``LIM`` by what the collector asked (:data:`LIMIT_SHIFT`, zeroed), once
     nothing more is read from the save area at ``LIM``."""
     shift = code.data.address(LIMIT_SHIFT)
-    code.emit(Opcode.LOADW, SCRATCH_A, ZERO, imm=shift)
+    code.emit(Opcode.LOADW, scratch, ZERO, imm=shift)
     code.emit(Opcode.STOREW, 0, ZERO, ZERO, imm=shift)
-    code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
+    code.emit(Opcode.ADD, LIM, LIM, scratch)
 
 
 def _runtime_site(code: _Code, sites: list[tuple[int, int]], pushes: int) -> None:

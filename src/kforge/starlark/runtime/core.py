@@ -48,7 +48,7 @@ SITE_BUILTIN_FRAME: Final = 1 << 10
 
 _in_error = Global(__name__)
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.gc import heap_floor
+    from kforge.starlark.runtime.gc import bump_end, heap_floor
     from kforge.starlark.runtime.generated import gc_alloc
 _caught = Global(__name__)
 _out = Global(__name__)
@@ -67,7 +67,7 @@ def alloc(size: int) -> int:
     if size > heap_limit() - p:
         return gc_alloc(size)
     top = p + ((size + 7) & ~7)
-    if top > heap_limit():
+    if top > heap_limit() or top > bump_end.value:
         return gc_alloc(size)
     set_heap_pointer(top)
     return p
@@ -264,8 +264,9 @@ def error(message: int, builtin: int) -> None:
         kind = (info >> 8) & 3
         if kind == SITE_CATCH:
             # the catch lowers the limit again: what the traceback took above it goes
-            # back (no collection runs while an error is being raised)
-            heap_give_back(mark)
+            # back (no collection runs while an error is being raised, but its blocks
+            # may have come from another bump region)
+            heap_release(mark)
             _in_error.value = 0
             _caught.value = message
             jump_address(return_address)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         error,
     )
     from kforge.starlark.runtime.float_text import float_parse
+    from kforge.starlark.runtime.gc import bump_end
     from kforge.starlark.runtime.generated import gc_alloc
     from kforge.starlark.runtime.ints import add, inplace_add, mul, sub, truediv
     from kforge.starlark.runtime.softfloat import (
@@ -89,7 +90,7 @@ def float_new(bits: int) -> int:
     """A new float object holding ``bits`` (the allocation written out: floats are made
     by every operation)."""
     p = heap_pointer()
-    if heap_limit() - p < L.FLOAT_SIZE:
+    if heap_limit() - p < L.FLOAT_SIZE or p + L.FLOAT_SIZE > bump_end.value:
         p = gc_alloc(L.FLOAT_SIZE)
     else:
         set_heap_pointer(p + L.FLOAT_SIZE)

@@ -29,15 +29,15 @@ if TYPE_CHECKING:
     )
     from kforge.starlark.runtime.dicts import dict_copy, dict_new
     from kforge.starlark.runtime.format import write_str
-    from kforge.starlark.runtime.gc import gc_headroom
+    from kforge.starlark.runtime.gc import gc_limit_slack
     from kforge.starlark.runtime.lists import tuple_with
 
 
 def builtin_catch(f: int) -> int:
     """``catch(f)``: call ``f()``; the message of the error it raised, or None."""
-    limit = heap_limit() + gc_headroom()
+    limit = heap_limit() + gc_limit_slack()
     catch_call(call_value, f, tuple_with(0), 0)
-    set_heap_limit(limit - gc_headroom())  # the collector may have moved the headroom
+    set_heap_limit(limit - gc_limit_slack())  # the collector may have moved the limit
     message = caught_error()
     if message != 0:
         return message
