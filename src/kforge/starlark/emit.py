@@ -887,20 +887,44 @@ def _emit_function(
         code.emit_to(Opcode.JLT, overflow_label, rs1=LIM, rs2=HP)
     order = allocation.order or block_order(function)
     starlark = function.source is not None
+    blocks = function.blocks
+    labels = code.labels
+    out = code.code  # the common instructions are appended here directly
+    append = out.append
+    function_number = code.function
     for position, index in enumerate(order):
-        block = function.blocks[index]
-        code.labels[(name, index)] = code.here
+        block = blocks[index]
+        labels[(name, index)] = len(out)
         following = order[position + 1] if position + 1 < len(order) else -1
         for insn in block.insns:
-            code.loc = insn.loc
+            loc = insn.loc
             op = insn.op
+            if op == "MOV":  # the one that may emit nothing, and then starts no run
+                destination, source = where(insn.dst, insn.dst), where(insn.a, insn.a)
+                if destination == source:
+                    continue
+                if loc is not code._run_loc or code._run_function != function_number:
+                    code.loc = loc
+                    code._start_run()
+                append((Opcode.ADD, destination, source, ZERO, 0))
+                continue
+            if op == "PARAMS":  # may emit nothing too (code.emit starts the run)
+                code.loc = loc
+                _emit_rare(code, insn, allocation)
+                continue
+            if loc is not code._run_loc or code._run_function != function_number:
+                code.loc = loc
+                code._start_run()
             if op == "CALL" or op == "CALLI":
+                code.loc = loc
                 _emit_call(code, insn, allocation, sites, unit, number, starlark, may_raise)
             elif op == "LI":
                 ref = insn.ref
                 if ref is None:
-                    emit(Opcode.LI, where(insn.dst, insn.dst), imm=insn.imm)
-                elif isinstance(ref, DataRef) and ref.name == DATA_END:
+                    append((Opcode.LI, where(insn.dst, insn.dst), 0, 0, insn.imm & _U64))
+                    continue
+                code.loc = loc
+                if isinstance(ref, DataRef) and ref.name == DATA_END:
                     code.data_end_fixups.append(emit(Opcode.LI, reg(insn.dst)))
                 elif isinstance(ref, DataRef) and ref.name in code.constants:
                     emit(Opcode.LI, reg(insn.dst), imm=code.constants[ref.name])
@@ -917,62 +941,35 @@ def _emit_function(
                 else:
                     assert isinstance(ref, BlockRef)
                     code.emit_to(Opcode.LI, (name, ref.block), rd=reg(insn.dst))
-            elif op == "MOV":
-                destination, source = where(insn.dst, insn.dst), where(insn.a, insn.a)
-                if destination != source:
-                    emit(Opcode.ADD, destination, source, ZERO)
             elif op in _BINARY:
-                emit(
-                    _OPCODE[op],
-                    where(insn.dst, insn.dst),
-                    where(insn.a, insn.a),
-                    where(insn.b, insn.b),
+                append(
+                    (
+                        _OPCODE[op],
+                        where(insn.dst, insn.dst),
+                        where(insn.a, insn.a),
+                        where(insn.b, insn.b),
+                        0,
+                    )
                 )
             elif op == "LOADW" or op == "LOAD":
-                emit(
-                    _OPCODE[op],
-                    where(insn.dst, insn.dst),
-                    where(insn.a, insn.a),
-                    imm=_offset(code, insn),
-                )
+                imm = insn.imm if insn.ref is None else _offset(code, insn)
+                dst, base = where(insn.dst, insn.dst), where(insn.a, insn.a)
+                append((_OPCODE[op], dst, base, 0, imm & _U64))
             elif op == "STOREW" or op == "STORE":
-                emit(
-                    _OPCODE[op],
-                    0,
-                    where(insn.a, insn.a),
-                    where(insn.b, insn.b),
-                    imm=_offset(code, insn),
-                )
-            elif op == "PARAMS":
-                _parallel_move(
-                    code,
-                    [
-                        (r, reg(v))
-                        for r, v in enumerate(insn.args, start=1)
-                        if v in allocation.registers
-                    ],
-                )
-            elif op in ("NEG", "NOT"):
-                emit(_OPCODE[op], reg(insn.dst), reg(insn.a))
-            elif op == "SEND":
-                emit(Opcode.SEND, 0, reg(insn.a), reg(insn.b), imm=insn.imm)
-            elif op == "RECV":
-                emit(Opcode.RECV, reg(insn.dst), reg(insn.a), reg(insn.b), imm=insn.imm)
-            elif op == "POLL":
-                emit(Opcode.POLL, reg(insn.dst), imm=insn.imm)
-            elif op == "BUDGET":
-                emit(Opcode.BUDGET, reg(insn.dst))
-            elif op == "TICK":
-                emit(Opcode.TICK)
-            elif op == "PUSH":
-                emit(Opcode.PUSH, 0, reg(insn.a))
-            elif op == "POP":
-                emit(Opcode.POP, reg(insn.dst))
+                imm = insn.imm if insn.ref is None else _offset(code, insn)
+                value, base = where(insn.a, insn.a), where(insn.b, insn.b)
+                append((_OPCODE[op], 0, value, base, imm & _U64))
             else:
-                raise AssertionError(f"unknown IR instruction {op}")
+                code.loc = loc
+                _emit_rare(code, insn, allocation)
         term = block.term
         assert term is not None, f"{name}: block {index} has no terminator"
         code.loc = term.loc
+        if term.op == "JMP":  # the common terminator, inline
+            target = term.targets[0]
+            if target != following:
+                code.emit_to(Opcode.JMP, (name, target))
+            continue
         _emit_terminator(code, function, term, allocation, is_checked, frame, following)
     if is_checked:  # the stack check's failure: a call the traceback does not show (the
         # function was not entered: the innermost frame is its caller's, at the call)
@@ -988,6 +985,36 @@ def _emit_function(
         sites.append((code.here, word))
         code.all_sites.append((code.here, word))
         code.emit(Opcode.HALT)
+
+
+def _emit_rare(code: _Code, insn: Insn, allocation: Allocation) -> None:
+    """The IR operations :func:`_emit_function` does not write inline."""
+    reg = allocation.of
+    emit = code.emit
+    op = insn.op
+    if op == "PARAMS":
+        _parallel_move(
+            code,
+            [(r, reg(v)) for r, v in enumerate(insn.args, start=1) if v in allocation.registers],
+        )
+    elif op in ("NEG", "NOT"):
+        emit(_OPCODE[op], reg(insn.dst), reg(insn.a))
+    elif op == "SEND":
+        emit(Opcode.SEND, 0, reg(insn.a), reg(insn.b), imm=insn.imm)
+    elif op == "RECV":
+        emit(Opcode.RECV, reg(insn.dst), reg(insn.a), reg(insn.b), imm=insn.imm)
+    elif op == "POLL":
+        emit(Opcode.POLL, reg(insn.dst), imm=insn.imm)
+    elif op == "BUDGET":
+        emit(Opcode.BUDGET, reg(insn.dst))
+    elif op == "TICK":
+        emit(Opcode.TICK)
+    elif op == "PUSH":
+        emit(Opcode.PUSH, 0, reg(insn.a))
+    elif op == "POP":
+        emit(Opcode.POP, reg(insn.dst))
+    else:
+        raise AssertionError(f"unknown IR instruction {op}")
 
 
 def _offset(code: _Code, insn: Insn) -> int:
@@ -1007,19 +1034,29 @@ def _emit_call(
     starlark: bool,
     may_raise: dict[str, bool],
 ) -> None:
+    # called with the source map's run already started for ``insn``: its instructions
+    # go straight into the code
     where = allocation.registers.get  # where(r, r): machine registers stand for themselves
-    saved = allocation.saves.get(id(insn), ())
-    if len(saved) > 255:
-        raise CompileLimit("more than 255 values live across one call")
+    key = id(insn)
+    saved = allocation.saves.get(key, ())
+    out = code.code
     if saved:
-        code.emit_all([(Opcode.PUSH, 0, register, 0, 0) for register in saved])
+        if len(saved) > 255:
+            raise CompileLimit("more than 255 values live across one call")
+        out.extend([(Opcode.PUSH, 0, register, 0, 0) for register in saved])
     moves = [
-        (where(argument, argument), number_) for number_, argument in enumerate(insn.args, start=1)
+        (source, number_)
+        for number_, argument in enumerate(insn.args, start=1)
+        if (source := where(argument, argument)) != number_
     ]
     if insn.op == "CALL":
-        _parallel_move(code, moves)
+        if len(moves) == 1:
+            out.append((Opcode.ADD, moves[0][1], moves[0][0], ZERO, 0))
+        elif moves:
+            _parallel_move(code, moves)
         callee = _callee(insn)
-        code.emit_to(Opcode.CALL, callee)
+        code.fixups.append((len(out), callee))
+        out.append((Opcode.CALL, 0, 0, 0, 0))
         raises = may_raise.get(callee, True)
     else:
         moves.append((where(insn.a, insn.a), SCRATCH_B))
@@ -1030,7 +1067,6 @@ def _emit_call(
         code.emit(Opcode.PUSH, 0, SCRATCH_B)
         code.emit(Opcode.RET)
         raises = True
-    key = id(insn)
     if key in unit.bottom_sites:
         kind = SiteKind.BOTTOM
     elif key in unit.catch_sites:
@@ -1040,16 +1076,16 @@ def _emit_call(
     word = site_word(len(saved), kind, number, insn.loc if starlark else None)
     if kind == SiteKind.RUNTIME and code.builtin_frame:
         word |= SITE_BUILTIN_FRAME
-    site = (len(code.code), word)
+    site = (len(out), word)
     code.all_sites.append(site)  # every call, for a host reading the stack
     if raises or (kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME):
         sites.append(site)  # calls an error can unwind, for the runtime
     if insn.dst >= 0:
         result = where(insn.dst, insn.dst)
         if result != RESULT:
-            code.emit(Opcode.ADD, result, RESULT, ZERO)
+            out.append((Opcode.ADD, result, RESULT, ZERO, 0))
     if saved:
-        code.emit_all([(Opcode.POP, register, 0, 0, 0) for register in reversed(saved)])
+        out.extend([(Opcode.POP, register, 0, 0, 0) for register in reversed(saved)])
 
 
 def _emit_terminator(

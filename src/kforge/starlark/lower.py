@@ -1795,10 +1795,14 @@ class FunctionCompiler:
         items.sort(key=lambda item: item[0])
         return [(name, value) for _, name, value in items]
 
-    def arguments_as_values(self, node: ast.Call) -> tuple[int, int]:
+    def arguments_as_values(
+        self, node: ast.Call, values: list[int] | None = None
+    ) -> tuple[int, int]:
         """The call's arguments as a tuple and a dict (or 0), for the runtime: evaluated
-        in source order, each stored as soon as it is computed."""
+        in source order, each stored as soon as it is computed (or taken from
+        ``values``, already computed in that order)."""
         ordered = self.ordered_arguments(node)
+        given = iter(values) if values is not None else None
         plain = sum(
             1
             for name, expression in ordered
@@ -1817,10 +1821,11 @@ class FunctionCompiler:
             elif name == "**":
                 spread.append(("**", self.expr(expression)))
             elif name is None:
-                self.b.store(self.expr(expression), positional, L.TUPLE_ITEMS + 8 * index)
+                value = next(given) if given is not None else self.expr(expression)
+                self.b.store(value, positional, L.TUPLE_ITEMS + 8 * index)
                 index += 1
             else:
-                value = self.expr(expression)
+                value = next(given) if given is not None else self.expr(expression)
                 self.rt("dict_set", keywords, self.string(name), value, result=False)
         self.b.loc = self.position(node.func, "(")
         for kind, value in spread:
@@ -1882,6 +1887,7 @@ class FunctionCompiler:
         ndefaults: int,
         nkwonly: int,
         exactly: bool = False,
+        values: list[int] | None = None,
     ) -> tuple[list[int], list[int], list[tuple[str, int]]] | None:
         """Evaluate a call's arguments (in source order) and bind them to ``params``
         (positional parameters, then ``nkwonly`` keyword-only ones): returns the slots
@@ -1889,11 +1895,11 @@ class FunctionCompiler:
         keyword values; or ``None`` after emitting the run-time error the Go
         implementation reports for a call that cannot bind.  ``keywords_allowed`` is the
         set of parameters a builtin accepts by keyword (``None``: all, as for a
-        Starlark function)."""
+        Starlark function).  ``values``: the arguments already evaluated, in source order."""
         positional: list[int] = []
         named: list[tuple[str, int]] = []
-        for keyword, expression in self.ordered_arguments(node):
-            value = self.expr(expression)
+        for number, (keyword, expression) in enumerate(self.ordered_arguments(node)):
+            value = values[number] if values is not None else self.expr(expression)
             if keyword is None:
                 positional.append(value)
             else:
@@ -2025,7 +2031,14 @@ class FunctionCompiler:
             self.state.functions[name] = stub
         return name
 
-    def builtin_call(self, builtin: Builtin, node: ast.Call, where: Loc, receiver: int) -> int:
+    def builtin_call(
+        self,
+        builtin: Builtin,
+        node: ast.Call,
+        where: Loc,
+        receiver: int,
+        values: list[int] | None = None,
+    ) -> int:
         if _has_star(node):
             callee = self.builtin_value(builtin, receiver if receiver >= 0 else ZERO)
             positional, keywords = self.arguments_as_values(node)
@@ -2044,6 +2057,7 @@ class FunctionCompiler:
             ndefaults=0,
             nkwonly=len(builtin.kwonly),
             exactly=builtin.exactly,
+            values=values,
         )
         if bound is None:
             return self.none()
@@ -2069,6 +2083,8 @@ class FunctionCompiler:
     def method_call(self, receiver: int, name: str, node: ast.Call, where: Loc) -> int:
         """``receiver.name(...)``: dispatched on the receiver's type here, so a method's
         runtime function always gets a receiver of its own type."""
+        if any(_expands(argument) for _, argument in self.ordered_arguments(node)):
+            return self.method_call_once(receiver, name, node, where)
         candidates = METHODS[name]
         result = self.b.reg()
         done = self.b.new_block()
@@ -2085,6 +2101,40 @@ class FunctionCompiler:
         self.b.loc = self.position(node.func.value, ".")  # type: ignore[attr-defined]
         callee = self.rt("getattr_value", receiver, self.string(name))
         positional, keywords = self.arguments_as_values(node)
+        self.b.loc = where
+        self.b.mov(self.rt("call_value", callee, positional, keywords), dst=result)
+        self.b.jmp(done)
+        self.b.set_block(done)
+        return result
+
+    def method_call_once(self, receiver: int, name: str, node: ast.Call, where: Loc) -> int:
+        """``method_call`` for arguments that would multiply: compiled once, not once per
+        receiver type (nested calls would multiply the code).  The receiver's type is
+        tested before the arguments are evaluated (a value without the method fails
+        first, as in Go) and again after them, to pick the call."""
+        candidates = METHODS[name]
+        result = self.b.reg()
+        done, arguments = self.b.new_block(), self.b.new_block()
+        tag = self.rt("tag_of", receiver)
+        callee = self.b.mov(ZERO)
+        for tag_value in candidates:
+            other = self.b.new_block()
+            self.b.br("EQ", tag, self.const(tag_value), arguments, other)
+            self.b.set_block(other)
+        self.b.loc = self.position(node.func.value, ".")  # type: ignore[attr-defined]
+        self.b.mov(self.rt("getattr_value", receiver, self.string(name)), dst=callee)
+        self.b.jmp(arguments)
+        self.b.set_block(arguments)
+        values = [self.expr(argument) for _, argument in self.ordered_arguments(node)]
+        for tag_value, builtin in candidates.items():
+            this, other = self.b.new_block(), self.b.new_block()
+            self.b.br("EQ", tag, self.const(tag_value), this, other)
+            self.b.set_block(this)
+            value = self.builtin_call(builtin, node, where, receiver, values)
+            self.b.mov(value, dst=result)
+            self.b.jmp(done)
+            self.b.set_block(other)
+        positional, keywords = self.arguments_as_values(node, values)
         self.b.loc = where
         self.b.mov(self.rt("call_value", callee, positional, keywords), dst=result)
         self.b.jmp(done)
@@ -2182,6 +2232,16 @@ def _constant_int(node: ast.expr) -> int | None:
     ):
         return -node.operand.value
     return None
+
+
+def _expands(node: ast.expr) -> bool:
+    """Whether ``node`` holds code that compiling it twice would multiply: a method call
+    (its arguments compiled once per receiver type), a function or a comprehension."""
+    return any(
+        isinstance(inner, ast.Lambda | ast.ListComp | ast.DictComp)
+        or (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute))
+        for inner in ast.walk(node)
+    )
 
 
 def _has_star(node: ast.Call) -> bool:
