@@ -8,12 +8,7 @@ simple recursion goes over a thousand levels deep in 64 KiB.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from starlark.harness import (
     RUNTIME_ERROR,
