@@ -61,6 +61,7 @@ from typing import Any, Final
 from kforge.starlark import layout as L
 from kforge.starlark.builder import Builder
 from kforge.starlark.data import Declarations
+from kforge.starlark.inline import inline_calls
 from kforge.starlark.ir import Block, CodeRef, Cond, DataRef, Function, Insn
 from kforge.starlark.regs import HP, LIM, ONE, SIGN, ZERO
 from kforge.starlark.runtime.intrinsics import LazyTable, StaticText
@@ -989,4 +990,8 @@ def compile_modules(names: list[str]) -> RuntimeLibrary:
             library.functions[variant.name] = variant
             library.float_variants.add(node.name)
     library.functions.update(cold.functions)
+    inline = {node.name for _, node in nodes if _decorated(node, "inline")}
+    if inline & library.float_variants:
+        raise LowLevelError("", ast.Pass(), "an @inline function may not test FLOATS")
+    inline_calls(library.functions, inline, library.catch_sites)
     return library

@@ -25,6 +25,7 @@ from kforge.starlark.runtime.intrinsics import (
     data_address,
     heap_limit,
     heap_pointer,
+    inline,
     load,
     loadb,
     set_heap_limit,
@@ -37,12 +38,12 @@ from kforge.starlark.runtime.intrinsics import (
 GC_SAVE_END: Final = 8 * 250
 #: The bitmap of object starts in the heap window being matched with the roots.
 GC_BITMAP: Final = 2048
-GC_BITMAP_WORDS: Final = 64
+GC_BITMAP_WORDS: Final = 128
 #: Bytes of heap one window covers (a bit per word).
 GC_WINDOW: Final = GC_BITMAP_WORDS * 64 * 8
 #: The mark stack (object addresses still to trace).
 GC_STACK: Final = GC_BITMAP + 8 * GC_BITMAP_WORDS
-GC_STACK_WORDS: Final = 64
+GC_STACK_WORDS: Final = 32
 #: Where the collector's own frames may begin (below the program's stack).
 GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
 
@@ -51,6 +52,15 @@ GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
 #: not where the stack needs room; a failed stack check gets it back.
 HEADROOM_SHIFT: Final = 3
 
+#: The tags of objects that refer to no other object (``mark`` does not queue them).
+LEAF_TAGS: Final = (
+    1 << L.TAG_BIGINT
+    | 1 << L.TAG_STRING
+    | 1 << L.TAG_BYTES
+    | 1 << L.TAG_RANGE
+    | 1 << L.TAG_FLOAT
+    | 1 << L.TAG_BLOCK
+)
 #: No end: the bump region is the top of the heap, bounded by ``LIM`` alone.
 NO_END: Final = 0xFFFF_FFFF_FFFF_FFFF
 #: A free run at least this large becomes the bump region; a smaller one is cut.
@@ -328,6 +338,7 @@ def heap_base() -> int:
     return q
 
 
+@inline
 def block_size(p: int) -> int:
     """The bytes of the heap block at ``p`` (a zero word is a gap of 8); 0 if its header
     is not one the heap may hold (the heap cannot be walked)."""
@@ -496,6 +507,8 @@ def mark(p: int) -> None:
     if header & L.FLAG_MARK:
         return
     store(p, header | L.FLAG_MARK)
+    if (LEAF_TAGS >> (header & L.TAG_MASK)) & 1:
+        return  # nothing to trace: a string, a number, raw bytes...
     count = _mark_count.value
     if count == GC_STACK_WORDS:
         _mark_overflow.value = 1
@@ -577,6 +590,12 @@ def sweep(base: int, top: int) -> None:
         start = q
         while q < top and (load(q) & L.FLAG_MARK) == 0:
             end = q + block_size(q)
+            while q + 32 <= end:  # four words a turn: dead strings are long
+                store(q, 0)
+                store(q + 8, 0)
+                store(q + 16, 0)
+                store(q + 24, 0)
+                q += 32
             while q < end:
                 store(q, 0)
                 q += 8

@@ -78,6 +78,12 @@ def cold(function: _F) -> _F:
     return function
 
 
+def inline(function: _F) -> _F:
+    """Marks a small function copied into the runtime functions that call it (see
+    :mod:`kforge.starlark.inline`): no call, no moves, no saves around it."""
+    return function
+
+
 def checked(function: _F) -> _F:
     """Marks a function whose stack depth is checked on entry (it recurses)."""
     return function
