@@ -14,6 +14,7 @@ from kforge.starlark.runtime.intrinsics import (
     fault,
     heap_limit,
     heap_pointer,
+    inline,
     jump_address,
     load,
     loadb,
@@ -140,24 +141,33 @@ def buf_new(capacity: int) -> int:
     return b
 
 
+@inline
 def buf_reserve(b: int, extra: int) -> int:
     """Make room for ``extra`` more bytes; returns the address where they go."""
     length = load(b + L.BUF_LEN)
-    capacity = load(b + L.BUF_CAP)
-    if extra > capacity - length:
-        if extra > (1 << 40):
-            out_of_memory()
-        wanted = capacity * 2
-        if wanted < length + extra:
-            wanted = length + extra
-        block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + wanted)
-        store(block + L.BLOCK_CAP, wanted)
-        copy_bytes(block + L.BLOCK_DATA, load(b + L.BUF_DATA), length)
-        store(b + L.BUF_DATA, block + L.BLOCK_DATA)
-        store(b + L.BUF_CAP, wanted)
+    if extra > load(b + L.BUF_CAP) - length:
+        buf_grow(b, extra)
     return load(b + L.BUF_DATA) + length
 
 
+def buf_grow(b: int, extra: int) -> None:
+    """Move the buffer's bytes to a block with room for ``extra`` more (at least twice
+    its capacity)."""
+    length = load(b + L.BUF_LEN)
+    capacity = load(b + L.BUF_CAP)
+    if extra > (1 << 40):
+        out_of_memory()
+    wanted = capacity * 2
+    if wanted < length + extra:
+        wanted = length + extra
+    block = alloc_object(L.TAG_BLOCK, L.BLOCK_DATA + wanted)
+    store(block + L.BLOCK_CAP, wanted)
+    copy_bytes(block + L.BLOCK_DATA, load(b + L.BUF_DATA), length)
+    store(b + L.BUF_DATA, block + L.BLOCK_DATA)
+    store(b + L.BUF_CAP, wanted)
+
+
+@inline
 def buf_write(b: int, address: int, count: int) -> None:
     target = buf_reserve(b, count)
     copy_bytes(target, address, count)

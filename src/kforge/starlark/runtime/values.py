@@ -13,6 +13,7 @@ from kforge.starlark.runtime.intrinsics import (
     FLOATS,
     Global,
     cold,
+    inline,
     load,
     loadb,
     noreturn,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.softfloat import f64_order
 
 
+@inline
 def tag_of(v: int) -> int:
     """The type tag of a value; :data:`~kforge.starlark.layout.TAG_INT` for any int."""
     if v & 1:
@@ -41,12 +43,14 @@ def tag_of(v: int) -> int:
     return load(v) & L.TAG_MASK
 
 
+@inline
 def is_int(v: int) -> int:
     if v & 1:
         return 1
     return (load(v) & L.TAG_MASK) == L.TAG_BIGINT
 
 
+@inline
 def is_string(v: int) -> int:
     if v & 1:
         return 0
@@ -154,11 +158,13 @@ def no_such_method(v: int, name: int) -> None:
 # -- small helpers on words -----------------------------------------------------------
 
 
+@inline
 def small(n: int) -> int:
     """The word of the small int ``n`` (a signed machine word that fits)."""
     return (n << 1) | 1
 
 
+@inline
 def bool_value(flag: int) -> int:
     if flag != 0:
         return L.TRUE_ADDRESS
