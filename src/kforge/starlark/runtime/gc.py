@@ -590,12 +590,16 @@ def sweep(base: int, top: int) -> None:
         start = q
         while q < top and (load(q) & L.FLAG_MARK) == 0:
             end = q + block_size(q)
-            while q + 32 <= end:  # four words a turn: dead strings are long
+            while q + 64 <= end:  # eight words a turn: dead strings are long
                 store(q, 0)
                 store(q + 8, 0)
                 store(q + 16, 0)
                 store(q + 24, 0)
-                q += 32
+                store(q + 32, 0)
+                store(q + 40, 0)
+                store(q + 48, 0)
+                store(q + 56, 0)
+                q += 64
             while q < end:
                 store(q, 0)
                 q += 8
