@@ -153,6 +153,30 @@ def test_machines_of_one_program_run_in_parallel_threads() -> None:
         assert_same(expected, machine)
 
 
+def test_compiled_programs_kept_are_bounded_by_count_and_by_code() -> None:
+    """The least recently used go first when there are more programs, or more code
+    together, than allowed; the newest is kept whatever its size."""
+    programs = [count_program(n) for n in range(10, 16)]  # 6 instructions each
+    with FastTier(disk_cache=False, max_programs=4, max_code=15) as tier:
+        for program in programs[:3]:
+            tier.compile(program)
+        # 18 instructions together: the oldest went
+        assert [tier.compiled(p) is not None for p in programs[:3]] == [False, True, True]
+        tier.compile(programs[1])  # used again: now the newest
+        tier.compile(programs[3])
+        assert [tier.compiled(p) is not None for p in programs[:4]] == [False, True, False, True]
+    with FastTier(disk_cache=False, max_programs=2, max_code=1) as tier:
+        tier.compile(programs[4])
+        assert tier.compiled(programs[4]) is not None  # over the code bound alone: kept
+        tier.compile(programs[5])
+        assert tier.compiled(programs[4]) is None
+        assert tier.compiled(programs[5]) is not None
+    with FastTier(disk_cache=False, max_programs=2) as tier:
+        for program in programs[:3]:
+            tier.compile(program)
+        assert [tier.compiled(p) is not None for p in programs[:3]] == [False, True, True]
+
+
 def test_close_is_idempotent() -> None:
     tier = FastTier(disk_cache=False, warmup_ticks=0, chunk_ticks=10)
     tier.run(Machine.load(count_program(1000)), tier="auto")

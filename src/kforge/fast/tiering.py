@@ -54,6 +54,10 @@ Tier = Literal["reference", "fast", "auto"]
 ModuleBuilder = Callable[[ForgeProgram, int], bytes]
 _Value = TypeVar("_Value")
 TIERS: Final = ("reference", "fast", "auto")
+#: Instructions of the compiled programs a fast tier keeps in memory together, unless
+#: told otherwise: some 900 MB at about 450 bytes an instruction (a compiled Starlark
+#: program of 30,000 instructions takes some 14 MB).
+DEFAULT_MAX_CODE: Final = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,9 @@ class FastTier:
     ``warmup_ticks``: reference ticks a program spends under ``auto`` before its
     compile starts; ``chunk_ticks``: how often ``auto`` looks whether it landed;
     ``max_programs``: compiled programs kept in memory (least recently used go);
+    ``max_code``: their instructions together, which bounds the memory they take
+    (about 450 bytes of compiled code and tables per instruction: the default keeps
+    some 900 MB; the newest program is kept whatever its size);
     ``max_region_blocks``: blocks per wasm function; ``engine``: a wasmtime
     engine made by :func:`~kforge.fast.runtime.make_engine` (one is made if not
     given); ``builder``: what compiles a program elsewhere (another process: a
@@ -120,6 +127,7 @@ class FastTier:
         warmup_ticks: int = 100_000,
         chunk_ticks: int = 50_000,
         max_programs: int = 256,
+        max_code: int = DEFAULT_MAX_CODE,
         max_region_blocks: int = MAX_REGION_BLOCKS,
         engine: wasmtime.Engine | None = None,
         builder: ModuleBuilder | None = None,
@@ -133,6 +141,8 @@ class FastTier:
         self.warmup_ticks = warmup_ticks
         self.chunk_ticks = max(1, chunk_ticks)
         self.max_programs = max_programs
+        self.max_code = max_code
+        self._code_kept = 0  # instructions of the programs in ``_compiled``
         self._compiled: OrderedDict[Hash256, CompiledProgram] = OrderedDict()
         self._pending: dict[Hash256, Future[CompiledProgram]] = {}
         #: Programs whose compile failed, and why (a ``fast`` run raises it again).
@@ -277,10 +287,16 @@ class FastTier:
 
     def _remember(self, program_id: Hash256, compiled: CompiledProgram) -> None:
         with self._lock:
+            previous = self._compiled.pop(program_id, None)
+            if previous is not None:
+                self._code_kept -= len(previous.plan.code)
             self._compiled[program_id] = compiled
-            self._compiled.move_to_end(program_id)
-            while len(self._compiled) > self.max_programs:
-                evicted, _ = self._compiled.popitem(last=False)
+            self._code_kept += len(compiled.plan.code)
+            while len(self._compiled) > 1 and (
+                len(self._compiled) > self.max_programs or self._code_kept > self.max_code
+            ):
+                evicted, gone = self._compiled.popitem(last=False)
+                self._code_kept -= len(gone.plan.code)
                 self._warmings.pop(evicted, None)  # cold again: it warms up anew
             self._changes += 1
 
