@@ -82,6 +82,9 @@ TAG_MASK: Final = 0xFF
 FLAG_FROZEN: Final = 1 << 8
 #: The object lives in the data section (never freed, never moved).
 FLAG_STATIC: Final = 1 << 9
+#: Set on a heap object the collector marked but could not queue for tracing (its
+#: mark stack was full): a later pass over the heap traces it (only while it runs).
+FLAG_GREY: Final = 1 << 14
 #: Set on a heap object the collector found reachable (only while it runs).
 FLAG_MARK: Final = 1 << 15
 

@@ -43,7 +43,7 @@ GC_BITMAP_WORDS: Final = 128
 GC_WINDOW: Final = GC_BITMAP_WORDS * 64 * 8
 #: The mark stack (object addresses still to trace).
 GC_STACK: Final = GC_BITMAP + 8 * GC_BITMAP_WORDS
-GC_STACK_WORDS: Final = 32
+GC_STACK_WORDS: Final = 64
 #: Where the collector's own frames may begin (below the program's stack).
 GC_AREA_END: Final = GC_STACK + 8 * GC_STACK_WORDS
 
@@ -85,6 +85,8 @@ _limit_shift = Global(__name__)
 heap_floor = Global(__name__)
 _heap_base = Global(__name__)
 _mark_count = Global(__name__)
+#: The lowest grey object (marked, not traced: see ``FLAG_GREY``), or the heap's top.
+_grey_low = Global(__name__)
 _mark_overflow = Global(__name__)
 _mark_base = Global(__name__)
 _mark_top = Global(__name__)
@@ -400,14 +402,18 @@ def gc_collect() -> int:
     _mark_top.value = top
     _mark_count.value = 0
     _mark_overflow.value = 0
+    _grey_low.value = top
     if mark_roots(base, top, stack) == 0:
         return 0
     gc_collections.value = gc_collections.value + 1
-    while _mark_overflow.value != 0:
+    while _mark_overflow.value != 0:  # trace the grey objects, from the lowest up
         _mark_overflow.value = 0
-        q = base
+        q = _grey_low.value
+        _grey_low.value = top
         while q < top:
-            if load(q) & L.FLAG_MARK:
+            header = load(q)
+            if header & L.FLAG_GREY:
+                store(q, header & ~L.FLAG_GREY)
                 trace(q)
                 drain()
             q += block_size(q)
@@ -502,17 +508,22 @@ def mark_range(start: int, end: int, low: int, high: int, carry: int) -> None:
 
 
 def mark(p: int) -> None:
-    """Mark the heap object at ``p`` and queue it for tracing."""
+    """Mark the heap object at ``p`` and queue it for tracing (grey it when the mark
+    stack is full: ``gc_collect`` traces it later)."""
     header = load(p)
     if header & L.FLAG_MARK:
         return
-    store(p, header | L.FLAG_MARK)
     if (LEAF_TAGS >> (header & L.TAG_MASK)) & 1:
+        store(p, header | L.FLAG_MARK)
         return  # nothing to trace: a string, a number, raw bytes...
     count = _mark_count.value
     if count == GC_STACK_WORDS:
+        store(p, header | L.FLAG_MARK | L.FLAG_GREY)
         _mark_overflow.value = 1
+        if p < _grey_low.value:
+            _grey_low.value = p
         return
+    store(p, header | L.FLAG_MARK)
     store(heap_limit() + GC_STACK + 8 * count, p)
     _mark_count.value = count + 1
 
