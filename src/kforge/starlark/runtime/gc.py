@@ -67,6 +67,9 @@ NO_END: Final = 0xFFFF_FFFF_FFFF_FFFF
 REGION_MIN: Final = 512
 
 _free_runs = Global(__name__)
+#: At least the size of the largest free run in the list (runs join the list only at a
+#: sweep, and only shrink or leave it after): a search for a larger one is skipped.
+_largest_run = Global(__name__)
 #: The end of the bump region when it is a free run below the top of the heap, else
 #: ``NO_END`` (``alloc`` reads it).
 bump_end = Global(__name__, NO_END)
@@ -168,21 +171,34 @@ def alloc_elsewhere(need: int, top_too: int) -> int:
     run = _free_runs.value
     small = 0
     small_previous = 0
-    while run != 0:
-        size = load(run + L.FREE_SIZE)
-        following = load(run + L.FREE_NEXT)
-        if size >= wanted:
-            if previous == 0:
-                _free_runs.value = following
-            else:
-                store(previous + L.FREE_NEXT, following)
-            enter_region(run, size)
-            return bump(need)
-        if small == 0 and need != 0 and size >= need:
-            small = run
-            small_previous = previous
-        previous = run
-        run = following
+    if wanted <= _largest_run.value:
+        largest = 0
+        while run != 0:
+            size = load(run + L.FREE_SIZE)
+            following = load(run + L.FREE_NEXT)
+            if size >= wanted:
+                if previous == 0:
+                    _free_runs.value = following
+                else:
+                    store(previous + L.FREE_NEXT, following)
+                enter_region(run, size)
+                return bump(need)
+            if size > largest:
+                largest = size
+            if small == 0 and need != 0 and size >= need:
+                small = run
+                small_previous = previous
+            previous = run
+            run = following
+        _largest_run.value = largest
+    elif need != 0:  # no run is large enough to become the region: the first that fits
+        while run != 0:
+            if load(run + L.FREE_SIZE) >= need:
+                small = run
+                small_previous = previous
+                break
+            previous = run
+            run = load(run + L.FREE_NEXT)
     if small != 0:
         return cut_free_run(small_previous, small, need)
     if top_too == 0:
@@ -398,6 +414,7 @@ def gc_collect() -> int:
     if top - base > GC_WINDOW and heap_walkable(base, top) == 0:
         return 0
     _free_runs.value = 0
+    _largest_run.value = 0
     _mark_base.value = base
     _mark_top.value = top
     _mark_count.value = 0
@@ -620,6 +637,8 @@ def sweep(base: int, top: int) -> None:
         if q - start >= L.FREE_MIN:
             store(start, L.TAG_FREE)
             store(start + L.FREE_SIZE, q - start)
+            if q - start > _largest_run.value:
+                _largest_run.value = q - start
             if last == 0:
                 _free_runs.value = start
             else:
