@@ -36,6 +36,21 @@ TICK_BUDGET = 20_000_000
 MEMORY_QUOTA = 1 << 20
 
 PROGRAMS: dict[str, str] = {
+    # one-byte strs of ASCII characters are shared (made once): they stay right across
+    # collections, beside non-ASCII bytes, as keys, and in concatenations
+    "one_byte_strings": r"""
+s = "abc~\x7f héllo"
+first = [s[i] for i in range(len(s))]
+print(first, list(s.elems()), s[0] == "a", s[-1], s[5] + s[6])
+for round in range(40):
+    junk = ["x" * 500 + str(i) for i in range(60)]
+again = [c for c in s.elems()]
+print(again == first, [c + c for c in again[:4]], len(junk))
+counts = {}
+for c in ("mississippi" * 30).elems():
+    counts[c] = counts.get(c, 0) + 1
+print(sorted(counts.items()), "".join(["x", "yz"[1], "a"[0]]))
+""",
     "search": r"""
 print("banana".count("a"), "banana".count("a", 2), "banana".count("a", -4, -2), "banana".count("a", 1, 4))
 print("banana".count("a", 0, -100), "abc".count("", 1), "abc".count(""), "".count(""), "aaa".count("aa"))

@@ -34,6 +34,7 @@ from kforge.starlark.runtime.values import LOOKUP_FAILED
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import int_from_word
     from kforge.starlark.runtime.core import (
+        alloc_block,
         buf_decimal,
         buf_new,
         buf_str,
@@ -201,10 +202,35 @@ def get_index(x: int, key: int) -> int:
     return 0
 
 
+#: The one-byte strs of the ASCII bytes made so far, by byte (a value block of 128
+#: words, made when the first is asked for): ``s[i]`` and ``s.elems()`` give the same
+#: object for the same ASCII character, so walking a string makes no garbage.
+_ascii_strings = Global(__name__)
+
+
 def byte_string(c: int) -> int:
     """The one-byte str of a byte value."""
+    if c < 128:
+        table = _ascii_strings.value
+        if table != 0:
+            s = load(table + 8 * c)
+            if s != 0:
+                return s
+        return ascii_string(c)
     s = string_new(L.TAG_STRING, 1)
     store(s + L.STR_DATA, c)
+    return s
+
+
+def ascii_string(c: int) -> int:
+    """Make the one-byte str of the ASCII byte ``c`` and keep it (see ``_ascii_strings``)."""
+    table = _ascii_strings.value
+    if table == 0:
+        table = alloc_block(L.TAG_VBLOCK, 8 * 128)
+        _ascii_strings.value = table
+    s = string_new(L.TAG_STRING, 1)
+    store(s + L.STR_DATA, c)
+    store(table + 8 * c, s)
     return s
 
 
