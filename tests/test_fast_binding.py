@@ -215,3 +215,37 @@ def test_a_machine_moves_between_fast_tiers(echo: ForgeProgram) -> None:
         binding = machine.tier_state
         assert isinstance(binding, runtime_module._Binding)
         assert binding.compiled.engine is second.engine
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The kernel's VmFlags of the mapping holding ``address`` (Linux's smaps)."""
+    with open("/proc/self/smaps", encoding="ascii", errors="replace") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                low, high = (int(part, 16) for part in head.split("-"))
+                inside = low <= address < high
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    return []
+
+
+def _huge_pages_offered() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as mode:
+            return "[never]" not in mode.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _huge_pages_offered(), reason="the host offers no huge pages")
+def test_a_large_data_memory_asks_for_huge_pages_and_a_small_one_does_not(
+    echo: ForgeProgram,
+) -> None:
+    with FastTier(disk_cache=False) as tier:
+        compiled = tier.compile(echo)
+        large = compiled.acquire(runtime_module.HUGE_PAGES_FROM)
+        small = compiled.acquire(1)
+        assert "hg" in _vm_flags(large.memory_address)
+        assert "hg" not in _vm_flags(small.memory_address)

@@ -102,6 +102,40 @@ def make_engine() -> wasmtime.Engine:
     return wasmtime.Engine(config)
 
 
+#: A data memory of at least this many pages (16 MiB) asks the host for huge pages
+#: (see :func:`_advise_huge_pages`); a smaller one would only hold more memory with them.
+HUGE_PAGES_FROM: Final = 256
+_MADV_HUGEPAGE: Final = 14
+
+
+def _find_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise`` on Linux, else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
+_madvise = _find_madvise()
+
+
+def _advise_huge_pages(address: int, size: int) -> None:
+    """Ask the kernel to back a data memory with huge pages where it has them.
+
+    Performance note: a program that builds values touches fresh memory all the way;
+    with 4 KiB pages the first touches cost more than the program's own work (a
+    Starlark program of big-integer sums in 256 MiB: 44,000 page faults, twice its
+    compute time).  Only speed depends on the answer, so a refusal is ignored.
+    """
+    if _madvise is not None:
+        _madvise(address, size, _MADV_HUGEPAGE)
+
+
 def _address(memory: wasmtime.Memory, store: wasmtime.Store) -> int:
     return ctypes.addressof(memory.data_ptr(store).contents)
 
@@ -158,6 +192,8 @@ class _Instance:
         self.instance = instance
         # Memory 0 never grows again and memory 1 never grows: their addresses are fixed.
         self.memory_address = _address(memory, self.store)
+        if pages >= HUGE_PAGES_FROM:
+            _advise_huge_pages(self.memory_address, pages * _PAGE)
         self.state = _byte_view(_address(state, self.store), _PAGE)
         self.call = _raw_caller(self.store, run)
 
