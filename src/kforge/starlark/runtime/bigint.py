@@ -442,14 +442,14 @@ def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
         r += step
 
 
-def mag_mul_limb(r: int, p: int, n: int, x: int) -> None:
-    """``r[0:n+1] = p[0:n] * x`` for a one-limb ``x``, ``r`` zeroed: one pass, eight
-    limbs a turn, storing pairs of limbs as :func:`mag_add` does."""
+def mag_mul_limb(r: int, p: int, n: int, x: int, carry: int) -> None:
+    """``r[0:n+1] = p[0:n] * x + carry`` for a one-limb ``x`` and ``carry``, ``r``
+    zeroed or ``p`` itself: one pass, eight limbs a turn, storing pairs of limbs as
+    :func:`mag_add` does (each limb is read before a store can reach its word)."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
     turn = 64
-    carry = 0
     end = p + (n << 3)
     lead = p + ((n & 7) << 3)
     while p < lead:
@@ -759,7 +759,7 @@ def big_mul(a: int, b: int) -> int:
                 return 1
             n = info & L.LIMB_MASK
             r = big_alloc(n + 1)
-            mag_mul_limb(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n, k)
+            mag_mul_limb(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n, k, 0)
             return big_finish_top(r, n + 1, sign)
     x = a
     if a & 1:
@@ -782,7 +782,7 @@ def big_mul(a: int, b: int) -> int:
     sign = (x_info ^ y_info) >> 32
     r = big_alloc(n + m)
     if m == 1:
-        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS))
+        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS), 0)
         return big_finish_top(r, n + 1, sign)
     mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
     return big_finish(r, n + m, sign)
