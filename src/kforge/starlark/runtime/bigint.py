@@ -278,17 +278,27 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
     mask = L.LIMB_MASK
     shift = 32
     step = 8
+    pair = 16
     turn = 128
     carry = 0
     end = q + (m << 3)
-    lead = q + ((m & 15) << 3)
-    while q < lead:
-        t = load(p) + load(q) + carry
+    lead = q + ((m & 15) << 3)  # the limbs before the first whole turn: one, then pairs
+    if m & 1:
+        t = load(p) + load(q)
         store(r, t & mask)
         carry = t >> shift
         p += step
         q += step
         r += step
+    while q < lead:
+        t = load(p) + load(q) + carry
+        store(r, t)
+        t = load(p + 8) + load(q + 8) + (t >> shift)
+        store(r + 4, t << shift)
+        carry = t >> shift
+        p += pair
+        q += pair
+        r += pair
     while q < end:
         t = load(p) + load(q) + carry
         store(r, t)
