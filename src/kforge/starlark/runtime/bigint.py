@@ -975,19 +975,32 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
     A negative operand's limbs are complemented and incremented as they are read
     (its form is ``~(m - 1)``), and a negative result is converted back the same way
     as it is written."""
-    x = big_view(a, 0)
-    y = big_view(b, 1)
-    n = limb_count(x)
-    m = limb_count(y)
+    x = a
+    if a & 1:
+        x = big_view(a, 0)
+    y = b
+    if b & 1:
+        y = big_view(b, 1)
+    x_info = load(x + L.BIGINT_INFO)
+    y_info = load(y + L.BIGINT_INFO)
+    n = x_info & L.LIMB_MASK
+    m = y_info & L.LIMB_MASK
     if n < m:  # the operations are symmetric: make x the longer
         t = x
         x = y
         y = t
         n = m
-        m = limb_count(y)
+        m = x_info & L.LIMB_MASK
     xs = sign_of(x)
     ys = sign_of(y)
     if (xs | ys) == 0:
+        if n <= 2:  # two magnitudes below 2**64, say a 64-bit mask: one word each
+            u = word_of(x + L.BIGINT_LIMBS)
+            w = word_of(y + L.BIGINT_LIMBS)
+            z = ((u & w) & (and_part | (and_part << 32))) ^ (
+                (u ^ w) & (xor_part | (xor_part << 32))
+            )
+            return int_from_magnitude(z, 0)
         return bitwise_magnitudes(x, n, y, m, and_part, xor_part)
     # the result's sign is the operation applied to the sign bits
     rs = (((xs & ys) & and_part) ^ ((xs ^ ys) & xor_part)) & 1
