@@ -270,19 +270,21 @@ def mag_compare(p: int, n: int, q: int, m: int) -> int:
 def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
     """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``, ``r`` zeroed.
 
-    The loop takes sixteen limbs a turn and masks no sum: the first sum of a pair is
+    The loop takes eight limbs a turn and masks no sum: the first sum of a pair is
     stored whole (its carry bit lands in the upper half of its word), then the
     second is stored shifted up 32 bits at that word's upper half, which clears the
     carry bit and fills the next word's lower half (the machine allows unaligned
-    words); that word's upper half is left zero as it was."""
+    words); that word's upper half is left zero as it was.  (Sixteen limbs a turn
+    would take fewer ticks, but a loop over 64 instructions is cut into two blocks on
+    the fast tier, which then runs it slower.)"""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
     pair = 16
-    turn = 128
+    turn = 64
     carry = 0
     end = q + (m << 3)
-    lead = q + ((m & 15) << 3)  # the limbs before the first whole turn: one, then pairs
+    lead = q + ((m & 7) << 3)  # the limbs before the first whole turn: one, then pairs
     if m & 1:
         t = load(p) + load(q)
         store(r, t & mask)
@@ -316,22 +318,6 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
         store(r + 48, t)
         t = load(p + 56) + load(q + 56) + (t >> shift)
         store(r + 52, t << shift)
-        t = load(p + 64) + load(q + 64) + (t >> shift)
-        store(r + 64, t)
-        t = load(p + 72) + load(q + 72) + (t >> shift)
-        store(r + 68, t << shift)
-        t = load(p + 80) + load(q + 80) + (t >> shift)
-        store(r + 80, t)
-        t = load(p + 88) + load(q + 88) + (t >> shift)
-        store(r + 84, t << shift)
-        t = load(p + 96) + load(q + 96) + (t >> shift)
-        store(r + 96, t)
-        t = load(p + 104) + load(q + 104) + (t >> shift)
-        store(r + 100, t << shift)
-        t = load(p + 112) + load(q + 112) + (t >> shift)
-        store(r + 112, t)
-        t = load(p + 120) + load(q + 120) + (t >> shift)
-        store(r + 116, t << shift)
         carry = t >> shift
         p += turn
         q += turn
