@@ -32,6 +32,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     Global,
     heap_pointer,
+    inline,
     load,
     sar,
     set_heap_pointer,
@@ -119,11 +120,17 @@ def int_fits_int32(v: int) -> int:
 # -- views, results, scratch --------------------------------------------------------------
 
 
+@inline
 def big_view(v: int, slot: int) -> int:
     """``v`` as a big int object: itself if big; a small int is written into operand
     slot ``slot`` (0 or 1), valid until that slot is used again."""
-    if (v & 1) == 0:
-        return v
+    if v & 1:
+        return small_view(v, slot)
+    return v
+
+
+def small_view(v: int, slot: int) -> int:
+    """The small int ``v`` written into operand slot ``slot`` as a big int object."""
     o = _bigint_operand_slots.value
     if o == 0:
         o = make_operand_slots()
@@ -241,7 +248,7 @@ def big_prepare(words: int) -> None:
     """Make the operand slots and a scratch block of ``words`` words now, so that big-int
     work between a heap mark and its release (``heap_release``) allocates nothing that
     must outlive it."""
-    big_view(1, 0)
+    small_view(1, 0)
     scratch(words)
 
 
@@ -683,12 +690,8 @@ def big_sub(a: int, b: int) -> int:
 
 def add_signed(a: int, b: int, negate_b: int) -> int:
     """``a + b``, or ``a - b`` when ``negate_b``."""
-    x = a
-    if a & 1:
-        x = big_view(a, 0)
-    y = b
-    if b & 1:
-        y = big_view(b, 1)
+    x = big_view(a, 0)
+    y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
     n = x_info & L.LIMB_MASK
@@ -757,12 +760,8 @@ def big_mul(a: int, b: int) -> int:
             r = big_alloc(n + 1)
             mag_mul_limb(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n, k, 0)
             return big_finish_top(r, n + 1, sign)
-    x = a
-    if a & 1:
-        x = big_view(a, 0)
-    y = b
-    if b & 1:
-        y = big_view(b, 1)
+    x = big_view(a, 0)
+    y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
     n = x_info & L.LIMB_MASK
@@ -806,12 +805,8 @@ def divide(a: int, b: int, want_remainder: int) -> int:
             ys = 1
         if n > 2 and d != 0 and (d >> 32) == 0:
             return divide_by_limb(a + L.BIGINT_LIMBS, n, d, (info >> 32) ^ ys, ys, want_remainder)
-    x = a
-    if a & 1:
-        x = big_view(a, 0)
-    y = b
-    if b & 1:
-        y = big_view(b, 1)
+    x = big_view(a, 0)
+    y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
     n = x_info & L.LIMB_MASK
@@ -961,12 +956,8 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
     A negative operand's limbs are complemented and incremented as they are read
     (its form is ``~(m - 1)``), and a negative result is converted back the same way
     as it is written."""
-    x = a
-    if a & 1:
-        x = big_view(a, 0)
-    y = b
-    if b & 1:
-        y = big_view(b, 1)
+    x = big_view(a, 0)
+    y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
     n = x_info & L.LIMB_MASK
