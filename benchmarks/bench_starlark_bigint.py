@@ -7,13 +7,16 @@ allocation and the result's canonical form included).  Ticks are what a program 
 metered in and the same on both tiers, so this measures the runtime's code, not the
 host (wall time on the fast tier: see ``bench_starlark.py``'s big-integer workload).
 
-Operands are odd-looking values of the stated size (a 1000-bit operand has 32 limbs);
-the dividend of the divisions is twice as long as the divisor.
+Operands are dense values of the stated size (a 1000-bit operand has 32 limbs, none
+of them zero: a product skips the zero limbs of its shorter factor); ``b`` is three
+bits shorter than ``a`` (at 64 bits it is a small int), and the dividend of the
+divisions is twice as long as the divisor.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,7 +49,7 @@ OPERATIONS = {
 
 def program(bits: int, expression: str) -> str:
     a = (1 << bits) - 1234567
-    b = (1 << (bits - 3)) + 987654321
+    b = random.Random(bits).getrandbits(bits - 3) | 1 << (bits - 4)
     return f"""
 a = {a}
 b = {b}

@@ -258,13 +258,12 @@ print(int(str(f * g)) == f * g, int(str(-f), 10) == -f)
     assert_prints(run_both_tiers(source), expected)
 
 
-def limb_sweep_operands() -> list[int]:
-    """For each length of 1 to 19 limbs (past two turns of the widest unrolled loop,
-    and every remainder): all ones (a carry through every limb), the top bit alone,
-    and a fixed pseudo-random magnitude; with both signs."""
+def limb_sweep_operands(lengths: range) -> list[int]:
+    """For each length in ``lengths`` (in limbs): all ones (a carry through every
+    limb), the top bit alone, and a fixed pseudo-random magnitude; with both signs."""
     rng = random.Random(7)
     values = []
-    for limbs in range(1, 20):
+    for limbs in lengths:
         bits = 32 * limbs
         for magnitude in ((1 << bits) - 1, 1 << (bits - 1), rng.getrandbits(bits) | 1):
             values += [magnitude, -magnitude]
@@ -275,31 +274,72 @@ def limb_sweep_operands() -> list[int]:
 SMALL_OPERANDS = [1, 2, 3, 10, 1000000007, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**64 - 1]
 
 
+#: A prime below 2**32: results of many limbs are printed as their residues, which a
+#: wrong limb changes (printing every digit would take most of the test's time).
+RESIDUE = 4294967291
+
+
 def test_limb_counts_around_every_unrolled_turn() -> None:
-    """Sums, differences and products of every pair of lengths, and products and
-    quotients by small operands, at every length around the loops' turns."""
-    values = limb_sweep_operands()
+    """Sums and differences of pairs of lengths from 1 to 35 limbs (past two turns of
+    the widest unrolled loop, sixteen limbs a turn, with every remainder); products
+    and quotients of pairs, and by small operands, from 1 to 19 limbs.  Each line also
+    checks identities that fail if a result is not in canonical form."""
+    long = limb_sweep_operands(range(1, 36))
+    short = limb_sweep_operands(range(1, 20))
     smalls = SMALL_OPERANDS + [-d for d in SMALL_OPERANDS]
     source = f"""
-v = {values}
+long = {long}
+short = {short}
 d = {smalls}
-for i in range(0, len(v), 3):
-    a = v[i]
-    for j in range(0, i + 1, 7):
-        b = v[j]
-        print(a + b, b + a, a - b, a + a)
+def residues(values):
+    return [x % {RESIDUE} for x in values]
+for i in range(0, len(long), 3):
+    a = long[i]
+    for j in range(i % 7, i + 1, 11):
+        b = long[j]
+        print(residues([a + b, a - b, b - a, a + a]), a + b == b + a, a + b - b == a)
+for i in range(0, len(short), 3):
+    a = short[i]
+    for j in range(i % 5, i + 1, 7):
+        b = short[j]
+        print(residues([a * b, a // b]), a % b % {RESIDUE}, a // b * b + a % b == a)
     for k in d:
-        print(a * k, k * a, a // k, a % k, (a * k) // k == a)
+        print(residues([a * k, k * a, a // k]), a % k, (a * k) // k == a)
 """
     lines = []
-    for i in range(0, len(values), 3):
-        a = values[i]
-        for j in range(0, i + 1, 7):
-            b = values[j]
-            lines.append(printed(a + b, b + a, a - b, a + a))
+
+    def residues(values: list[int]) -> str:
+        return "[" + ", ".join(str(x % RESIDUE) for x in values) + "]"
+
+    for i in range(0, len(long), 3):
+        a = long[i]
+        for j in range(i % 7, i + 1, 11):
+            b = long[j]
+            lines.append(printed(residues([a + b, a - b, b - a, a + a]), True, True))
+    for i in range(0, len(short), 3):
+        a = short[i]
+        for j in range(i % 5, i + 1, 7):
+            b = short[j]
+            lines.append(printed(residues([a * b, a // b]), a % b % RESIDUE, True))
         for k in smalls:
-            lines.append(printed(a * k, k * a, a // k, a % k, True))
+            lines.append(printed(residues([a * k, k * a, a // k]), a % k, True))
     assert_prints(run_both_tiers(source), "".join(lines))
+
+
+def test_long_division_by_every_top_limb_width() -> None:
+    """Divisors whose top limb has each width from 1 to 32 bits: the shift that
+    normalizes a long division (Knuth's algorithm D) takes every value."""
+    dividend = (3**200) | 1
+    divisors = [(1 << k) + 12345 for k in range(32, 96)]
+    source = f"""
+p = {dividend}
+for q in {divisors}:
+    print(p // q, p % q, -p // q, -p % q)
+"""
+    expected = "".join(
+        printed(dividend // q, dividend % q, -dividend // q, -dividend % q) for q in divisors
+    )
+    assert_prints(run_both_tiers(source), expected)
 
 
 def test_shift_counts_at_their_limits() -> None:

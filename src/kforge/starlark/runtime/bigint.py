@@ -32,6 +32,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     Global,
     heap_pointer,
+    inline,
     load,
     sar,
     set_heap_pointer,
@@ -43,8 +44,8 @@ from kforge.starlark.runtime.intrinsics import (
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import (
+        alloc,
         alloc_block,
-        alloc_object,
         buf_byte,
         buf_decimal,
         buf_reserve,
@@ -71,31 +72,29 @@ _bigint_scratch_words = Global(__name__)
 
 def int_from_word(n: int) -> int:
     """The int whose value is the signed machine word ``n``."""
-    if slt(n, 0 - (1 << 62)) or sge_word(n, 1 << 62):
-        return big_from_word(n)
-    return (n << 1) | 1
-
-
-def sge_word(a: int, b: int) -> int:
-    return (a ^ L.SIGN_BIT) >= (b ^ L.SIGN_BIT)
-
-
-def big_from_word(n: int) -> int:
-    """A big int object for the signed word ``n`` (whatever its size)."""
-    sign = 0
-    magnitude = n
     if slt(n, 0):
-        sign = 1
-        magnitude = 0 - n
-    limbs = 1
-    if magnitude >> 32:
-        limbs = 2
-    v = alloc_object(L.TAG_BIGINT, L.BIGINT_LIMBS + 8 * limbs)
-    store(v + L.BIGINT_INFO, (sign << 32) | limbs)
-    store(v + L.BIGINT_LIMBS, magnitude & L.LIMB_MASK)
-    if limbs == 2:
-        store(v + L.BIGINT_LIMBS + 8, magnitude >> 32)
-    return v
+        return int_from_magnitude(0 - n, 1)
+    return int_from_magnitude(n, 0)
+
+
+def int_from_magnitude(m: int, sign: int) -> int:
+    """The int with magnitude ``m`` (a word) and ``sign``: a small int if it fits,
+    else a big int of two limbs (its magnitude is 2**62 or more)."""
+    if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
+        if sign != 0:
+            return ((0 - m) << 1) | 1
+        return (m << 1) | 1
+    r = big_alloc(2)
+    store(r + L.BIGINT_INFO, (sign << 32) | 2)
+    store(r + L.BIGINT_LIMBS, m & L.LIMB_MASK)
+    store(r + L.BIGINT_LIMBS + 8, m >> 32)
+    return r
+
+
+def word_of(limbs: int) -> int:
+    """The magnitude of at most two limbs as a word (an operand slot and a big int
+    below 2**64 both hold two)."""
+    return load(limbs) | (load(limbs + 8) << 32)
 
 
 def big_to_word(v: int) -> int:
@@ -121,32 +120,44 @@ def int_fits_int32(v: int) -> int:
 # -- views, results, scratch --------------------------------------------------------------
 
 
+@inline
 def big_view(v: int, slot: int) -> int:
     """``v`` as a big int object: itself if big; a small int is written into operand
     slot ``slot`` (0 or 1), valid until that slot is used again."""
-    if (v & 1) == 0:
-        return v
-    slots = _bigint_operand_slots.value
-    if slots == 0:
-        slots = alloc_block(L.TAG_BLOCK, 2 * _SLOT)  # two big ints in one raw block
-        store(slots, L.TAG_BIGINT)
-        store(slots + _SLOT, L.TAG_BIGINT)
-        _bigint_operand_slots.value = slots
-    o = slots + _SLOT * slot
-    n = sar(v, 1)
-    sign = 0
-    if slt(n, 0):
-        sign = 1
-        n = 0 - n
-    count = 0
+    if v & 1:
+        return small_view(v, slot)
+    return v
+
+
+def small_view(v: int, slot: int) -> int:
+    """The small int ``v`` written into operand slot ``slot`` as a big int object."""
+    o = _bigint_operand_slots.value
+    if o == 0:
+        o = make_operand_slots()
+    if slot:
+        o += _SLOT
+    info = 0
+    n = v >> 1
+    if v >= L.SIGN_BIT:  # negative: -v is twice the magnitude
+        n = (1 - v) >> 1
+        info = 1 << 32
     if n != 0:
-        count = 1
+        info += 1
         if n >> 32:
-            count = 2
-    store(o + L.BIGINT_INFO, (sign << 32) | count)
+            info += 1
+    store(o + L.BIGINT_INFO, info)
     store(o + L.BIGINT_LIMBS, n & L.LIMB_MASK)
     store(o + L.BIGINT_LIMBS + 8, n >> 32)
     return o
+
+
+def make_operand_slots() -> int:
+    """The two operand slots of :func:`big_view`, made on first use and kept."""
+    slots = alloc_block(L.TAG_BLOCK, 2 * _SLOT)  # two big ints in one raw block
+    store(slots, L.TAG_BIGINT)
+    store(slots + _SLOT, L.TAG_BIGINT)
+    _bigint_operand_slots.value = slots
+    return slots
 
 
 def limb_count(x: int) -> int:
@@ -160,8 +171,26 @@ def sign_of(x: int) -> int:
 
 def big_alloc(count: int) -> int:
     """A zeroed big int object with room for ``count`` limbs, to be passed to
-    :func:`big_finish` before anything else is allocated."""
-    return alloc_object(L.TAG_BIGINT, L.BIGINT_LIMBS + 8 * count)
+    :func:`big_finish` (or given its info word) before anything else is allocated."""
+    r = alloc(L.BIGINT_LIMBS + 8 * count)
+    store(r, L.TAG_BIGINT)
+    return r
+
+
+def big_finish_top(r: int, count: int, sign: int) -> int:
+    """:func:`big_finish` for a result of ``count`` limbs or one fewer, whose limb
+    below the last is not zero (a sum or a product by one limb, whose last limb is
+    the carry): no limbs to scan, and the last one's room given back if it is zero."""
+    if count <= 3:  # the result may fit a small int
+        return big_finish(r, count, sign)
+    end = r + L.BIGINT_LIMBS + (count << 3)
+    info = (sign << 32) | count
+    if load(end - 8) == 0:
+        info -= 1
+        if heap_pointer() == end:
+            set_heap_pointer(end - 8)
+    store(r + L.BIGINT_INFO, info)
+    return r
 
 
 def big_finish(r: int, count: int, sign: int) -> int:
@@ -219,7 +248,7 @@ def big_prepare(words: int) -> None:
     """Make the operand slots and a scratch block of ``words`` words now, so that big-int
     work between a heap mark and its release (``heap_release``) allocates nothing that
     must outlive it."""
-    big_view(1, 0)
+    small_view(1, 0)
     scratch(words)
 
 
@@ -246,28 +275,39 @@ def mag_compare(p: int, n: int, q: int, m: int) -> int:
 
 
 def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``; ``r`` is zeroed or is ``p`` (the
-    upper halves of its words are zero).
+    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``, ``r`` zeroed.
 
     The loop takes eight limbs a turn and masks no sum: the first sum of a pair is
     stored whole (its carry bit lands in the upper half of its word), then the
     second is stored shifted up 32 bits at that word's upper half, which clears the
     carry bit and fills the next word's lower half (the machine allows unaligned
-    words); that word's upper half is left zero as it was."""
+    words); that word's upper half is left zero as it was.  (Sixteen limbs a turn
+    would take fewer ticks, but a loop over 64 instructions is cut into two blocks on
+    the fast tier, which then runs it slower.)"""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
+    pair = 16
     turn = 64
     carry = 0
-    end = q + 8 * m
-    lead = q + 8 * (m & 7)
-    while q < lead:
-        t = load(p) + load(q) + carry
+    end = q + (m << 3)
+    lead = q + ((m & 7) << 3)  # the limbs before the first whole turn: one, then pairs
+    if m & 1:
+        t = load(p) + load(q)
         store(r, t & mask)
         carry = t >> shift
         p += step
         q += step
         r += step
+    while q < lead:
+        t = load(p) + load(q) + carry
+        store(r, t)
+        t = load(p + 8) + load(q + 8) + (t >> shift)
+        store(r + 4, t << shift)
+        carry = t >> shift
+        p += pair
+        q += pair
+        r += pair
     while q < end:
         t = load(p) + load(q) + carry
         store(r, t)
@@ -289,7 +329,7 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
         p += turn
         q += turn
         r += turn
-    end = p + 8 * (n - m)
+    end = p + ((n - m) << 3)
     while p < end and carry != 0:
         t = load(p) + carry
         store(r, t & mask)
@@ -297,43 +337,50 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
         p += step
         r += step
     store(r + (end - p), carry)
-    if p != r:
+    if p < end:
         copy_limbs(r, p, (end - p) >> 3)
 
 
 def mag_sub(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``), two
-    limbs a turn."""
+    """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``), four
+    limbs a turn, storing pairs of limbs as :func:`mag_add` does: a difference's
+    borrow fills the upper half of its word, which the next limb's store clears."""
     mask = L.LIMB_MASK
-    shift = 63
+    sign = 63
+    shift = 32
     step = 8
-    pair = 16
+    turn = 32
     borrow = 0
-    end = q + 8 * m
-    if m & 1:
-        t = load(p) - load(q)
+    end = q + (m << 3)
+    lead = q + ((m & 3) << 3)
+    while q < lead:
+        t = load(p) - load(q) - borrow
         store(r, t & mask)
-        borrow = t >> shift
+        borrow = t >> sign
         p += step
         q += step
         r += step
     while q < end:
         t = load(p) - load(q) - borrow
-        store(r, t & mask)
-        t = load(p + 8) - load(q + 8) - (t >> shift)
-        store(r + 8, t & mask)
-        borrow = t >> shift
-        p += pair
-        q += pair
-        r += pair
-    end = p + 8 * (n - m)
+        store(r, t)
+        t = load(p + 8) - load(q + 8) - (t >> sign)
+        store(r + 4, t << shift)
+        u = load(p + 16) - load(q + 16) - (t >> sign)
+        store(r + 16, u)
+        t = load(p + 24) - load(q + 24) - (u >> sign)
+        store(r + 20, t << shift)
+        borrow = t >> sign
+        p += turn
+        q += turn
+        r += turn
+    end = p + ((n - m) << 3)
     while p < end and borrow != 0:
         t = load(p) - borrow
         store(r, t & mask)
-        borrow = t >> shift
+        borrow = t >> sign
         p += step
         r += step
-    if p != r:
+    if p < end and p != r:
         copy_limbs(r, p, (end - p) >> 3)
 
 
@@ -359,50 +406,55 @@ def mag_decrement(p: int) -> None:
 
 def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
     """``r[0:n+m] = p[0:n] * q[0:m]``, ``r`` zeroed on entry; the inner loop (over
-    ``q``: pass the longer operand there) takes two limbs a turn.  A limb product
-    plus a limb and a carry stays below 2**64."""
+    ``q``: pass the longer operand there) takes four limbs a turn, storing pairs of
+    limbs as :func:`mag_add` does.  A limb product plus a limb and a carry stays
+    below 2**64."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
-    pair = 16
-    odd = m & 1
-    qend = q + 8 * m
-    pend = p + 8 * n
+    turn = 32
+    lead = q + ((m & 3) << 3)
+    qend = q + (m << 3)
+    pend = p + (n << 3)
     while p < pend:
         x = load(p)
         if x != 0:
             a = q
             t = r
             carry = 0
-            if odd:
-                w = x * load(a) + load(t)
+            while a < lead:
+                w = x * load(a) + load(t) + carry
                 store(t, w & mask)
                 carry = w >> shift
                 a += step
                 t += step
             while a < qend:
                 w = x * load(a) + load(t) + carry
-                store(t, w & mask)
+                store(t, w)
                 w = x * load(a + 8) + load(t + 8) + (w >> shift)
-                store(t + 8, w & mask)
+                store(t + 4, w << shift)
+                w = x * load(a + 16) + load(t + 16) + (w >> shift)
+                store(t + 16, w)
+                w = x * load(a + 24) + load(t + 24) + (w >> shift)
+                store(t + 20, w << shift)
                 carry = w >> shift
-                a += pair
-                t += pair
+                a += turn
+                t += turn
             store(t, carry)
         p += step
         r += step
 
 
-def mag_mul_limb(r: int, p: int, n: int, x: int) -> None:
-    """``r[0:n+1] = p[0:n] * x`` for a one-limb ``x``, ``r`` zeroed: one pass, four
-    limbs a turn, storing pairs of limbs as :func:`mag_add` does."""
+def mag_mul_limb(r: int, p: int, n: int, x: int, carry: int) -> None:
+    """``r[0:n+1] = p[0:n] * x + carry`` for a one-limb ``x`` and ``carry``, ``r``
+    zeroed or ``p`` itself: one pass, eight limbs a turn, storing pairs of limbs as
+    :func:`mag_add` does (each limb is read before a store can reach its word)."""
     mask = L.LIMB_MASK
     shift = 32
     step = 8
-    quad = 32
-    carry = 0
-    end = p + 8 * n
-    lead = p + 8 * (n & 3)
+    turn = 64
+    end = p + (n << 3)
+    lead = p + ((n & 7) << 3)
     while p < lead:
         w = x * load(p) + carry
         store(r, w & mask)
@@ -418,35 +470,71 @@ def mag_mul_limb(r: int, p: int, n: int, x: int) -> None:
         store(r + 16, w)
         w = x * load(p + 24) + (w >> shift)
         store(r + 20, w << shift)
+        w = x * load(p + 32) + (w >> shift)
+        store(r + 32, w)
+        w = x * load(p + 40) + (w >> shift)
+        store(r + 36, w << shift)
+        w = x * load(p + 48) + (w >> shift)
+        store(r + 48, w)
+        w = x * load(p + 56) + (w >> shift)
+        store(r + 52, w << shift)
         carry = w >> shift
-        p += quad
-        r += quad
+        p += turn
+        r += turn
     store(r, carry)
 
 
 def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
     """``quotient[0:n] = p[0:n] // d`` for a one-limb ``d != 0`` (``quotient`` may be
-    ``p``), two limbs a turn; returns the remainder."""
+    ``p``), four limbs a turn; returns the remainder."""
     shift = 32
-    pair = 16
+    step = 8
+    turn = 32
     rem = 0
-    a = p + 8 * n
-    t = quotient + 8 * n
-    if n & 1:
-        a -= 8
-        t -= 8
-        num = load(a)
+    a = p + (n << 3)
+    t = quotient + (n << 3)
+    lead = a - ((n & 3) << 3)
+    while a > lead:
+        a -= step
+        t -= step
+        num = (rem << shift) | load(a)
         store(t, num // d)
         rem = num % d
     while a > p:
-        a -= pair
-        t -= pair
+        a -= turn
+        t -= turn
+        num = (rem << shift) | load(a + 24)
+        store(t + 24, num // d)
+        rem = num % d
+        num = (rem << shift) | load(a + 16)
+        store(t + 16, num // d)
+        rem = num % d
         num = (rem << shift) | load(a + 8)
         store(t + 8, num // d)
         rem = num % d
         num = (rem << shift) | load(a)
         store(t, num // d)
         rem = num % d
+    return rem
+
+
+def mag_mod_limb(p: int, n: int, d: int) -> int:
+    """``p[0:n] % d`` for a one-limb ``d != 0``, four limbs a turn."""
+    shift = 32
+    step = 8
+    turn = 32
+    rem = 0
+    a = p + (n << 3)
+    lead = a - ((n & 3) << 3)
+    while a > lead:
+        a -= step
+        rem = ((rem << shift) | load(a)) % d
+    while a > p:
+        a -= turn
+        rem = ((rem << shift) | load(a + 24)) % d
+        rem = ((rem << shift) | load(a + 16)) % d
+        rem = ((rem << shift) | load(a + 8)) % d
+        rem = ((rem << shift) | load(a)) % d
     return rem
 
 
@@ -457,89 +545,104 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
     mask = L.LIMB_MASK
     base = _LIMB_BASE
     shift = 32
+    step = 8
+    span = m << 3  # the divisor's bytes: u's window is uj[0:m+1]
     # normalize: shift both so that the divisor's top limb has its high bit set; each
     # estimated quotient digit is then at most 2 too large, and the test on the next
     # limb below leaves it at most 1 too large
-    s = 0
-    top = load(q + 8 * (m - 1))
-    while top < (1 << 31):
-        top = top << 1
-        s += 1
+    s = leading_zeros_limb(load(q + span - 8))
     u = work
-    v = work + 8 * (n + 1)
+    v = work + ((n + 1) << 3)
     shift_limbs_left(v, q, m, s)
-    store(u + 8 * n, shift_limbs_left(u, p, n, s))
-    vtop = load(v + 8 * (m - 1))
-    vnext = load(v + 8 * (m - 2))
-    j = n - m + 1
-    while j > 0:
-        j -= 1
-        uj = u + 8 * j
-        high = load(uj + 8 * m)
-        num = (high << shift) | load(uj + 8 * (m - 1))
+    store(u + (n << 3), shift_limbs_left(u, p, n, s))
+    vtop = load(v + span - 8)
+    vnext = load(v + span - 16)
+    uj = u + ((n - m) << 3)
+    digit = quotient + ((n - m) << 3)
+    while uj >= u:
+        high = load(uj + span)
+        num = (high << shift) | load(uj + span - 8)
         qhat = num // vtop
         rhat = num - qhat * vtop
-        below = load(uj + 8 * (m - 2))
+        below = load(uj + span - 16)
         while qhat >= base or qhat * vnext > ((rhat << shift) | below):
             qhat -= 1
             rhat += vtop
             if rhat >= base:
                 break
         t = high - mag_submul(uj, v, m, qhat)
-        store(uj + 8 * m, t & mask)
         if t >> 63:  # qhat was one too large: add the divisor back
             qhat -= 1
-            store(uj + 8 * m, (load(uj + 8 * m) + mag_addback(uj, v, m)) & mask)
+            t += mag_addback(uj, v, m)
+        store(uj + span, t & mask)
         if quotient != 0:
-            store(quotient + 8 * j, qhat)
+            store(digit, qhat)
+        uj -= step
+        digit -= step
     nonzero = 0
     a = u
-    end = u + 8 * m
+    end = u + span
     while a < end:
         nonzero = nonzero | load(a)
-        a += 8
+        a += step
     if remainder != 0:  # the remainder is u[0:m] shifted back
         back = 32 - s
-        i = 0
-        while i < m:
-            low = load(u + 8 * i) >> s
-            store(remainder + 8 * i, low | ((load(u + 8 * i + 8) << back) & mask))
-            i += 1
+        a = u
+        while a < end:
+            store(remainder, (load(a) >> s) | ((load(a + 8) << back) & mask))
+            a += step
+            remainder += step
     return nonzero != 0
 
 
+def leading_zeros_limb(x: int) -> int:
+    """The number of leading zero bits of the non-zero limb ``x`` (in 32 bits)."""
+    count = 0
+    if x < (1 << 16):
+        x = x << 16
+        count = 16
+    if x < (1 << 24):
+        x = x << 8
+        count += 8
+    if x < (1 << 28):
+        x = x << 4
+        count += 4
+    if x < (1 << 30):
+        x = x << 2
+        count += 2
+    if x < (1 << 31):
+        count += 1
+    return count
+
+
 def mag_submul(a: int, v: int, m: int, factor: int) -> int:
-    """``a[0:m] -= factor * v[0:m]`` (``factor <= 2**32``) limb by limb, two limbs a
-    turn; returns what is still to subtract from ``a[m]`` (the product's carry plus
-    the borrow)."""
+    """``a[0:m] -= factor * v[0:m]`` (``factor < 2**32``), two limbs a turn, storing
+    pairs of limbs as :func:`mag_add` does; returns what is still to subtract from
+    ``a[m]``.  Each step subtracts ``P = factor * v[i] + carry`` from ``a[i]``: the
+    difference's low half is the limb, and ``ceil((P - a[i]) / 2**32)``, the next
+    carry, is ``(2**32 - 1 - difference) >> 32`` (the carry never exceeds ``factor``,
+    so nothing here leaves a word)."""
     mask = L.LIMB_MASK
     shift = 32
-    sign = 63
     step = 8
     pair = 16
     carry = 0
-    borrow = 0
-    end = v + 8 * m
+    end = v + (m << 3)
     if m & 1:
-        product = factor * load(v)
-        carry = product >> shift
-        t = load(a) - (product & mask)
+        t = load(a) - factor * load(v)
         store(a, t & mask)
-        borrow = t >> sign
+        carry = (mask - t) >> shift
         a += step
         v += step
     while v < end:
-        product = factor * load(v) + carry
-        t = load(a) - (product & mask) - borrow
-        store(a, t & mask)
-        product = factor * load(v + 8) + (product >> shift)
-        t = load(a + 8) - (product & mask) - (t >> sign)
-        store(a + 8, t & mask)
-        carry = product >> shift
-        borrow = t >> sign
+        t = load(a) - (factor * load(v) + carry)
+        store(a, t)
+        t = load(a + 8) - (factor * load(v + 8) + ((mask - t) >> shift))
+        store(a + 4, t << shift)
+        carry = (mask - t) >> shift
         a += pair
         v += pair
-    return carry + borrow
+    return carry
 
 
 def mag_addback(a: int, v: int, m: int) -> int:
@@ -595,6 +698,8 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
     m = y_info & L.LIMB_MASK
     xs = x_info >> 32
     ys = (y_info >> 32) ^ negate_b
+    if n <= 2 and m <= 2:  # both magnitudes fit a word
+        return add_words(word_of(x + L.BIGINT_LIMBS), xs, word_of(y + L.BIGINT_LIMBS), ys)
     if xs == ys:
         if n < m:
             t = x
@@ -604,7 +709,7 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
             m = x_info & L.LIMB_MASK
         r = big_alloc(n + 1)
         mag_add(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
-        return big_finish(r, n + 1, xs)
+        return big_finish_top(r, n + 1, xs)
     order = mag_compare(x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
     if order == 0:
         return 1
@@ -617,23 +722,65 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
     return big_finish(r, m, ys)
 
 
+def add_words(x: int, xs: int, y: int, ys: int) -> int:
+    """The sum of the magnitude ``x`` with sign ``xs`` and ``y`` with sign ``ys``,
+    both words: a carry out of the word (told by the sum being below ``x``) makes a
+    third limb."""
+    if xs == ys:
+        total = x + y
+        if total >= x:
+            return int_from_magnitude(total, xs)
+        r = big_alloc(3)
+        store(r + L.BIGINT_INFO, (xs << 32) | 3)
+        store(r + L.BIGINT_LIMBS, total & L.LIMB_MASK)
+        store(r + L.BIGINT_LIMBS + 8, total >> 32)
+        store(r + L.BIGINT_LIMBS + 16, 1)
+        return r
+    if x >= y:
+        return int_from_magnitude(x - y, xs)
+    return int_from_magnitude(y - x, ys)
+
+
 def big_mul(a: int, b: int) -> int:
+    if a & 1:  # a small operand second
+        t = a
+        a = b
+        b = t
+    if b & 1 and (a & 1) == 0:  # a big int by a small one, say a factorial's step
+        k = sar(b, 1)
+        info = load(a + L.BIGINT_INFO)
+        sign = info >> 32
+        if slt(k, 0):
+            k = 0 - k
+            sign = sign ^ 1
+        if (k >> 32) == 0:
+            if k == 0:
+                return 1
+            n = info & L.LIMB_MASK
+            r = big_alloc(n + 1)
+            mag_mul_limb(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n, k, 0)
+            return big_finish_top(r, n + 1, sign)
     x = big_view(a, 0)
     y = big_view(b, 1)
-    n = limb_count(x)
-    m = limb_count(y)
-    if n == 0 or m == 0:
+    x_info = load(x + L.BIGINT_INFO)
+    y_info = load(y + L.BIGINT_INFO)
+    n = x_info & L.LIMB_MASK
+    m = y_info & L.LIMB_MASK
+    if n < m:  # x the longer
+        t = x
+        x = y
+        y = t
+        n = m
+        m = x_info & L.LIMB_MASK
+    if m == 0:
         return 1
+    sign = (x_info ^ y_info) >> 32
     r = big_alloc(n + m)
-    if n == 1:
-        mag_mul_limb(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, load(x + L.BIGINT_LIMBS))
-    elif m == 1:
-        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS))
-    elif n <= m:
-        mag_mul(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
-    else:
-        mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
-    return big_finish(r, n + m, sign_of(x) ^ sign_of(y))
+    if m == 1:
+        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS), 0)
+        return big_finish_top(r, n + 1, sign)
+    mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
+    return big_finish(r, n + m, sign)
 
 
 def big_floordiv(a: int, b: int) -> int:
@@ -648,19 +795,32 @@ def big_mod(a: int, b: int) -> int:
 
 def divide(a: int, b: int, want_remainder: int) -> int:
     """The floored quotient or remainder of ``a`` by ``b``."""
+    if b & 1 and (a & 1) == 0:  # a big int by a small one, say ``n % 10``
+        d = sar(b, 1)
+        info = load(a + L.BIGINT_INFO)
+        n = info & L.LIMB_MASK
+        ys = 0
+        if slt(d, 0):
+            d = 0 - d
+            ys = 1
+        if n > 2 and d != 0 and (d >> 32) == 0:
+            return divide_by_limb(a + L.BIGINT_LIMBS, n, d, (info >> 32) ^ ys, ys, want_remainder)
     x = big_view(a, 0)
     y = big_view(b, 1)
-    n = limb_count(x)
-    m = limb_count(y)
+    x_info = load(x + L.BIGINT_INFO)
+    y_info = load(y + L.BIGINT_INFO)
+    n = x_info & L.LIMB_MASK
+    m = y_info & L.LIMB_MASK
     if m == 0:
         if want_remainder:
             error(text("integer modulo by zero"), 0)
         error(text("floored division by zero"), 0)
-    ys = sign_of(y)
-    differ = sign_of(x) ^ ys
+    ys = y_info >> 32
+    differ = (x_info >> 32) ^ ys
     xl = x + L.BIGINT_LIMBS
     yl = y + L.BIGINT_LIMBS
-    if mag_compare(xl, n, yl, m) == 0 - 1:  # |a| < |b|: the truncated quotient is 0
+    if m >= n and (m > n or mag_compare(xl, n, yl, m) == 0 - 1):
+        # |a| < |b|: the truncated quotient is 0
         if n == 0 or differ == 0:
             if want_remainder:
                 return a
@@ -682,44 +842,40 @@ def divide(a: int, b: int, want_remainder: int) -> int:
         if differ and rem != 0:
             quotient += 1
         return int_from_magnitude(quotient, differ)
+    if m == 1:
+        return divide_by_limb(xl, n, load(yl), differ, ys, want_remainder)
     work = scratch(n + m + 1)
     # nonzero: whether the truncated division leaves a remainder (the floor then moves)
     if want_remainder:
         r = big_alloc(m)
         rl = r + L.BIGINT_LIMBS
-        if m == 1:
-            nonzero = mag_div_limb(work, xl, n, load(yl))
-            store(rl, nonzero)
-        else:
-            nonzero = mag_divmod(0, rl, xl, n, yl, m, work)
+        nonzero = mag_divmod(0, rl, xl, n, yl, m, work)
         if differ and nonzero:
             mag_sub(rl, yl, m, rl, m)
         return big_finish(r, m, ys)
     count = n - m + 2  # room for the floor's carry
     r = big_alloc(count)
     rl = r + L.BIGINT_LIMBS
-    nonzero = mag_div_limb(rl, xl, n, load(yl)) if m == 1 else mag_divmod(rl, 0, xl, n, yl, m, work)
-    if differ and nonzero:
+    if mag_divmod(rl, 0, xl, n, yl, m, work) and differ:
         mag_increment(rl, count)
     return big_finish(r, count, differ)
 
 
-def word_of(limbs: int) -> int:
-    """The magnitude of at most two limbs as a word (an operand slot and a big int
-    below 2**64 both hold two)."""
-    return load(limbs) | (load(limbs + 8) << 32)
-
-
-def int_from_magnitude(m: int, sign: int) -> int:
-    """The int with magnitude ``m`` (a word) and ``sign``."""
-    if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
-        if sign != 0:
-            return ((0 - m) << 1) | 1
-        return (m << 1) | 1
-    r = big_alloc(2)
-    store(r + L.BIGINT_LIMBS, m & L.LIMB_MASK)
-    store(r + L.BIGINT_LIMBS + 8, m >> 32)
-    return big_finish(r, 2, sign)
+def divide_by_limb(xl: int, n: int, d: int, differ: int, ys: int, want_remainder: int) -> int:
+    """:func:`divide` of the ``n`` limbs at ``xl`` (three or more) by the one-limb
+    ``d``: a remainder is found without writing a quotient, and is a small int."""
+    if want_remainder:
+        rem = mag_mod_limb(xl, n, d)
+        if differ and rem != 0:
+            rem = d - rem
+        if ys:
+            return ((0 - rem) << 1) | 1
+        return (rem << 1) | 1
+    r = big_alloc(n + 1)  # room for the floor's carry
+    rl = r + L.BIGINT_LIMBS
+    if mag_div_limb(rl, xl, n, d) and differ:
+        mag_increment(rl, n + 1)
+    return big_finish(r, n + 1, differ)
 
 
 def big_pow10(k: int) -> int:
@@ -802,17 +958,26 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
     as it is written."""
     x = big_view(a, 0)
     y = big_view(b, 1)
-    n = limb_count(x)
-    m = limb_count(y)
+    x_info = load(x + L.BIGINT_INFO)
+    y_info = load(y + L.BIGINT_INFO)
+    n = x_info & L.LIMB_MASK
+    m = y_info & L.LIMB_MASK
     if n < m:  # the operations are symmetric: make x the longer
         t = x
         x = y
         y = t
         n = m
-        m = limb_count(y)
+        m = x_info & L.LIMB_MASK
     xs = sign_of(x)
     ys = sign_of(y)
     if (xs | ys) == 0:
+        if n <= 2:  # two magnitudes below 2**64, say a 64-bit mask: one word each
+            u = word_of(x + L.BIGINT_LIMBS)
+            w = word_of(y + L.BIGINT_LIMBS)
+            z = ((u & w) & (and_part | (and_part << 32))) ^ (
+                (u ^ w) & (xor_part | (xor_part << 32))
+            )
+            return int_from_magnitude(z, 0)
         return bitwise_magnitudes(x, n, y, m, and_part, xor_part)
     # the result's sign is the operation applied to the sign bits
     rs = (((xs & ys) & and_part) ^ ((xs ^ ys) & xor_part)) & 1

@@ -15,7 +15,13 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import FLOATS, load, loadb, sar, sgt, slt, store, text
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.bigint import big_abs, big_alloc, big_finish, int_fits_int32
+    from kforge.starlark.runtime.bigint import (
+        big_abs,
+        big_alloc,
+        big_finish,
+        int_fits_int32,
+        mag_mul_limb,
+    )
     from kforge.starlark.runtime.core import (
         buf_byte,
         buf_decimal,
@@ -150,7 +156,9 @@ def parse_digits(p: int, n: int, base: int, negative: int) -> int:
         value = chunk_value(p + i, per_chunk, base)
         if value >> 32:
             return 0
-        used = mag_mul_add(rl, used, chunk_scale, value)
+        mag_mul_limb(rl, rl, used, chunk_scale, value)
+        if load(rl + (used << 3)) != 0:
+            used += 1
         i += per_chunk
     return big_finish(r, capacity, negative)
 
@@ -175,25 +183,6 @@ def chunk_value(p: int, count: int, base: int) -> int:
         value = value * base + digit
         p += 1
     return value
-
-
-def mag_mul_add(p: int, n: int, factor: int, addend: int) -> int:
-    """``p[0:n] = p[0:n] * factor + addend`` in place (one-limb ``factor`` and
-    ``addend``; a carry out becomes limb ``n``); returns the new limb count."""
-    mask = L.LIMB_MASK
-    shift = 32
-    step = 8
-    carry = addend
-    end = p + 8 * n
-    while p < end:
-        w = load(p) * factor + carry
-        store(p, w & mask)
-        carry = w >> shift
-        p += step
-    if carry != 0:
-        store(p, carry)
-        return n + 1
-    return n
 
 
 def error_invalid_literal(s: int, base: int) -> None:

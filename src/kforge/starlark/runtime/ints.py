@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.floats import OP_ADD, OP_DIV, OP_FLOORDIV, OP_MOD, OP_MUL, OP_SUB
-from kforge.starlark.runtime.intrinsics import FLOATS, sar, slt, text
+from kforge.starlark.runtime.intrinsics import FLOATS, load, sar, slt, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import (
@@ -59,21 +59,27 @@ _HALF: Final = 1 << 31
 _SMALL_LIMIT: Final = 1 << 62
 
 
-def both_small(a: int, b: int) -> int:
-    return a & b & 1
+def both_ints(a: int, b: int) -> int:
+    """1 if ``a`` and ``b`` are ints of either kind: the test every arithmetic operator
+    makes first, in place (compiled code has already taken two small ints, so the
+    operands here are mostly big ones, or not ints at all)."""
+    if (a & 1) == 0 and (load(a) & L.TAG_MASK) != L.TAG_BIGINT:
+        return 0
+    if (b & 1) == 0 and (load(b) & L.TAG_MASK) != L.TAG_BIGINT:
+        return 0
+    return 1
 
 
 def add(a: int, b: int) -> int:
     """``a + b``: ints, str, bytes, list, tuple (and floats)."""
     if FLOATS and floats_involved(a, b):  # a float and a number: floats first
         return float_binary(OP_ADD, a, b)
-    ta = tag_of(a)
-    tb = tag_of(b)
-    if ta == L.TAG_INT and tb == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return int_from_word(sar(a, 1) + sar(b, 1))
         return big_add(a, b)
-    if ta == tb:
+    ta = tag_of(a)
+    if ta == tag_of(b):
         if ta == L.TAG_STRING or ta == L.TAG_BYTES:
             return string_concat(a, b)
         if ta == L.TAG_LIST:
@@ -105,8 +111,8 @@ def inplace_bitor(a: int, b: int) -> int:
 def sub(a: int, b: int) -> int:
     if FLOATS and floats_involved(a, b):  # a float and a number: floats first
         return float_binary(OP_SUB, a, b)
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return int_from_word(sar(a, 1) - sar(b, 1))
         return big_sub(a, b)
     error_binary(text("-"), a, b)
@@ -117,12 +123,12 @@ def mul(a: int, b: int) -> int:
     """``a * b``: ints; a str, bytes, list or tuple repeated by an int (and floats)."""
     if FLOATS and floats_involved(a, b):  # a float and a number: floats first
         return float_binary(OP_MUL, a, b)
-    ta = tag_of(a)
-    tb = tag_of(b)
-    if ta == L.TAG_INT and tb == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return small_mul(a, b)
         return big_mul(a, b)
+    ta = tag_of(a)
+    tb = tag_of(b)
     if ta == L.TAG_INT:
         return repeat(b, a, a, b)
     if tb == L.TAG_INT:
@@ -175,10 +181,10 @@ def small_word(n: int) -> int:
 def floordiv(a: int, b: int) -> int:
     if FLOATS and floats_involved(a, b):  # a float and a number: floats first
         return float_binary(OP_FLOORDIV, a, b)
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
+    if both_ints(a, b):
         if b == 1:
             error(text("floored division by zero"), 0)
-        if both_small(a, b):
+        if a & b & 1:  # both small
             return int_from_word(floor_div_words(sar(a, 1), sar(b, 1)))
         return big_floordiv(a, b)
     error_binary(text("//"), a, b)
@@ -189,16 +195,15 @@ def mod(a: int, b: int) -> int:
     """``a % b``: the floored remainder of ints, or ``str % args`` formatting."""
     if FLOATS and floats_involved(a, b):  # a float and a number: floats first
         return float_binary(OP_MOD, a, b)
-    ta = tag_of(a)
-    if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
+    if both_ints(a, b):
         if b == 1:
             error(text("integer modulo by zero"), 0)
-        if both_small(a, b):
+        if a & b & 1:  # both small
             x = sar(a, 1)
             y = sar(b, 1)
             return small_word(x - floor_div_words(x, y) * y)
         return big_mod(a, b)
-    if ta == L.TAG_STRING:
+    if tag_of(a) == L.TAG_STRING:
         return string_interpolate(a, b)
     error_binary(text("%"), a, b)
     return 0
@@ -232,8 +237,8 @@ def truediv(a: int, b: int) -> int:
 
 
 def bitand(a: int, b: int) -> int:
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return a & b
         return big_and(a, b)
     error_binary(text("&"), a, b)
@@ -241,20 +246,19 @@ def bitand(a: int, b: int) -> int:
 
 
 def bitor(a: int, b: int) -> int:
-    ta = tag_of(a)
-    if ta == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return a | b
         return big_or(a, b)
-    if ta == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
+    if tag_of(a) == L.TAG_DICT and tag_of(b) == L.TAG_DICT:
         return dict_union(a, b)
     error_binary(text("|"), a, b)
     return 0
 
 
 def bitxor(a: int, b: int) -> int:
-    if tag_of(a) == L.TAG_INT and tag_of(b) == L.TAG_INT:
-        if both_small(a, b):
+    if both_ints(a, b):
+        if a & b & 1:  # both small
             return (a ^ b) | 1
         return big_xor(a, b)
     error_binary(text("^"), a, b)
