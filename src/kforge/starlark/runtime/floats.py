@@ -66,6 +66,10 @@ if TYPE_CHECKING:
 
 SIGN: Final = 1 << 63
 INF: Final = 0x7FF0000000000000
+#: The exponent bias of doubles.
+BIAS: Final = 1023
+#: The bit lengths of 0 to 15, four bits each, that of 0 lowest.
+_NIBBLE_LENGTHS: Final = sum(i.bit_length() << (4 * i) for i in range(16))
 #: The biased exponent of 2**62: a float below it in magnitude truncates to a small int.
 _SMALL_EXPONENT: Final = 1023 + 62
 #: What every NaN and infinity hashes to (Go's constant).
@@ -293,67 +297,203 @@ def float_abs(a: int) -> int:
 
 
 # The operators as the compiled code of a program with floats calls them (when its
-# inline small-int paths do not apply): two floats first, anything else as before.
+# inline small-int paths do not apply): a float and a float or a small int first, the
+# new float's allocation written out (no call on the way but the soft-float
+# function's), anything else as before.
 
 
 def number_add(a: int, b: int) -> int:
-    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
-        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-            return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
-        if b & 1:  # a float and a small int
-            return float_new(f64_add(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
-    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_add(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
-    return add(a, b)
+    mask = _MASK
+    tag = _FLOAT
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if (a | b) & 1 == 0:  # two objects: two floats?
+        if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
+            r = f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+        else:
+            return add(a, b)
+    elif a & 1:  # (two small ints come here when their sum overflows a small int)
+        if (b & 1) == 0 and (load(b) & mask) == tag:
+            r = f64_add(small_int_bits(a), load(b + L.FLOAT_BITS))
+        else:
+            return add(a, b)
+    elif (load(a) & mask) == tag:
+        r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
+    else:
+        return add(a, b)
+    size = L.FLOAT_SIZE
+    p = heap_pointer()
+    q = p + size
+    if q <= bump_end.value and heap_limit() - p >= size:
+        set_heap_pointer(q)
+        store(p, tag)
+        store(p + L.FLOAT_BITS, r)
+        return p
+    return float_new(r)
 
 
 def number_inplace_add(a: int, b: int) -> int:
-    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
-        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-            return float_new(f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
-        if b & 1:  # a float and a small int
-            return float_new(f64_add(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
-    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_add(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
-    return inplace_add(a, b)
+    mask = _MASK
+    tag = _FLOAT
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if (a | b) & 1 == 0:  # two objects: two floats?
+        if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
+            r = f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+        else:
+            return inplace_add(a, b)
+    elif a & 1:  # (two small ints come here when their sum overflows a small int)
+        if (b & 1) == 0 and (load(b) & mask) == tag:
+            r = f64_add(small_int_bits(a), load(b + L.FLOAT_BITS))
+        else:
+            return inplace_add(a, b)
+    elif (load(a) & mask) == tag:
+        r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
+    else:
+        return inplace_add(a, b)
+    size = L.FLOAT_SIZE
+    p = heap_pointer()
+    q = p + size
+    if q <= bump_end.value and heap_limit() - p >= size:
+        set_heap_pointer(q)
+        store(p, tag)
+        store(p + L.FLOAT_BITS, r)
+        return p
+    return float_new(r)
 
 
 def number_sub(a: int, b: int) -> int:
-    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
-        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-            return float_new(f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
-        if b & 1:  # a float and a small int
-            return float_new(f64_sub(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
-    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_sub(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
-    return sub(a, b)
+    mask = _MASK
+    tag = _FLOAT
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if (a | b) & 1 == 0:  # two objects: two floats?
+        if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
+            r = f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+        else:
+            return sub(a, b)
+    elif a & 1:  # (two small ints come here when their sum overflows a small int)
+        if (b & 1) == 0 and (load(b) & mask) == tag:
+            r = f64_sub(small_int_bits(a), load(b + L.FLOAT_BITS))
+        else:
+            return sub(a, b)
+    elif (load(a) & mask) == tag:
+        r = f64_sub(load(a + L.FLOAT_BITS), small_int_bits(b))
+    else:
+        return sub(a, b)
+    size = L.FLOAT_SIZE
+    p = heap_pointer()
+    q = p + size
+    if q <= bump_end.value and heap_limit() - p >= size:
+        set_heap_pointer(q)
+        store(p, tag)
+        store(p + L.FLOAT_BITS, r)
+        return p
+    return float_new(r)
 
 
 def number_mul(a: int, b: int) -> int:
-    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
-        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-            return float_new(f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
-        if b & 1:  # a float and a small int
-            return float_new(f64_mul(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
-    elif a & 1 and (b & 1) == 0 and (load(b) & _MASK) == _FLOAT:
-        return float_new(f64_mul(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
-    return mul(a, b)
+    mask = _MASK
+    tag = _FLOAT
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if (a | b) & 1 == 0:  # two objects: two floats?
+        if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
+            r = f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+        else:
+            return mul(a, b)
+    elif a & 1:  # (two small ints come here when their sum overflows a small int)
+        if (b & 1) == 0 and (load(b) & mask) == tag:
+            r = f64_mul(small_int_bits(a), load(b + L.FLOAT_BITS))
+        else:
+            return mul(a, b)
+    elif (load(a) & mask) == tag:
+        r = f64_mul(load(a + L.FLOAT_BITS), small_int_bits(b))
+    else:
+        return mul(a, b)
+    size = L.FLOAT_SIZE
+    p = heap_pointer()
+    q = p + size
+    if q <= bump_end.value and heap_limit() - p >= size:
+        set_heap_pointer(q)
+        store(p, tag)
+        store(p + L.FLOAT_BITS, r)
+        return p
+    return float_new(r)
 
 
 def number_truediv(a: int, b: int) -> int:
-    if (a & 1) == 0 and (load(a) & _MASK) == _FLOAT:
-        if (b & 1) == 0 and (load(b) & _MASK) == _FLOAT and (load(b + L.FLOAT_BITS) << 1) != 0:
-            return float_new(f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS)))
-        if b & 1 and b != 1:  # a float and a small int but zero
-            return float_new(f64_div(load(a + L.FLOAT_BITS), f64_from_word(sar(b, 1))))
-    elif (
-        a & 1
-        and (b & 1) == 0
-        and (load(b) & _MASK) == _FLOAT
-        and (load(b + L.FLOAT_BITS) << 1) != 0
-    ):
-        return float_new(f64_div(f64_from_word(sar(a, 1)), load(b + L.FLOAT_BITS)))
-    return truediv(a, b)
+    """(Two small ints too: ``/`` always gives a float.)  A zero divisor goes to
+    ``truediv``, which words the error."""
+    mask = _MASK
+    tag = _FLOAT
+    if (a | b) & 1 == 0:  # two objects: two floats, the divisor not zero?
+        if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0 and (load(b + L.FLOAT_BITS) << 1) != 0:
+            r = f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+        else:
+            return truediv(a, b)
+    elif b & 1:  # by a small int
+        if b == 1:
+            return truediv(a, b)
+        if a & 1:
+            x = small_int_bits(a)
+        elif (load(a) & mask) == tag:
+            x = load(a + L.FLOAT_BITS)
+        else:
+            return truediv(a, b)
+        r = f64_div(x, small_int_bits(b))
+    elif (load(b) & mask) == tag and (load(b + L.FLOAT_BITS) << 1) != 0:  # a small int
+        r = f64_div(small_int_bits(a), load(b + L.FLOAT_BITS))
+    else:
+        return truediv(a, b)
+    size = L.FLOAT_SIZE
+    p = heap_pointer()
+    q = p + size
+    if q <= bump_end.value and heap_limit() - p >= size:
+        set_heap_pointer(q)
+        store(p, tag)
+        store(p + L.FLOAT_BITS, r)
+        return p
+    return float_new(r)
+
+
+def small_int_bits(w: int) -> int:
+    """The double nearest the small int whose word is ``w``: below 2**53 in magnitude
+    exactly, from its bit length (a binary search down to four bits, whose lengths
+    are read from the word ``_NIBBLE_LENGTHS``), above it by ``f64_from_word``."""
+    if w < SIGN:
+        m = w >> 1
+        sign = 0
+    else:
+        m = (1 - w) >> 1  # the magnitude of (w - 1) / 2
+        sign = SIGN
+    t = m
+    n = 0
+    if t < 16:  # (each likely way written as the "then" part: it runs on without a jump)
+        if t == 0:
+            return 0
+    else:
+        if t < (1 << 32):
+            pass
+        else:
+            if m >= (1 << 53):
+                return f64_from_word(sar(w, 1))
+            t = t >> 32
+            n = 32
+        if t < (1 << 16):
+            pass
+        else:
+            t = t >> 16
+            n += 16
+        if t < (1 << 8):
+            pass
+        else:
+            t = t >> 8
+            n += 8
+        if t < 16:
+            pass
+        else:
+            t = t >> 4
+            n += 4
+    n += (_NIBBLE_LENGTHS >> (t << 2)) & 15  # the bit length of m
+    # the leading one at bit 52 adds one to the exponent field
+    return sign + ((BIAS - 2 + n) << 52) + (m << (53 - n))
 
 
 # -- comparison -----------------------------------------------------------------------------------

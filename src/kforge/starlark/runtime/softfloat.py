@@ -151,26 +151,139 @@ def subnormal_significand(frac: int) -> int:
 
 
 # -- addition and subtraction --------------------------------------------------------------
+#
+# The fast path takes two normal operands whose exponents are less than 62 apart and
+# whose sum neither cancels more than one leading bit nor overflows the exponents: the
+# larger magnitude's significand and the other's, aligned (bits shifted out are lost),
+# are added or subtracted with their leading ones at bit 62, the result moved by at most
+# one place, and rounded.  Bits are lost in the alignment only when the exponents are
+# ten or more apart (the significand has eleven zero bits below it), and they matter
+# only when the bits below the kept 53 are exactly one half (the result is then a hair
+# either side of a tie): that case, and every other, goes to ``add_slow``, the general
+# code.
 
 
 def f64_add(a: int, b: int) -> int:
-    ea = (a >> 52) & EXP_MASK
-    eb = (b >> 52) & EXP_MASK
-    if ea == EXP_MASK or eb == EXP_MASK:
-        return add_special(a, b, 0)
+    a2 = a << 1
+    b2 = b << 1
+    top = 0x7FE << 53
+    if a2 >= top:  # an infinity or a NaN (or a sum that might overflow)
+        return add_slow(a, b, 0)
+    if b2 >= top:
+        return add_slow(a, b, 0)
+    # now the sum does not depend on the operands' order: the larger magnitude first
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if a2 >= b2:
+        pass
+    else:
+        t = a
+        a = b
+        b = t
+        t = a2
+        a2 = b2
+        b2 = t
+    k53 = 53
+    ex = a2 >> k53
+    ey = b2 >> k53
+    if ey == 0:
+        return add_slow(a, b, 0)
+    d = ex - ey
+    if d >= 62:
+        return a  # the other is below a quarter of a's last place: a is the nearest
+    k11 = 11
+    ma = ((a << k11) | SIGN) >> 1
+    mb = ((b << k11) | SIGN) >> (d + 1)
+    k52 = 52
+    e = (a >> k52) - 1  # the sign, and the biased exponent less one (see round_pack)
     if (a ^ b) < SIGN:
-        return add_magnitudes(a, b, ea, eb)
-    return subtract_magnitudes(a, b, ea, eb)
+        s = ma + mb
+        if s >= SIGN:
+            s = s >> 1
+            e += 1
+    else:
+        s = ma - mb
+        if s < (1 << 62):
+            if s < (1 << 61):  # cancellation
+                return add_slow(a, b, 0)
+            if ex < 2:  # a subnormal result
+                return add_slow(a, b, 0)
+            s = s << 1
+            e -= 1
+    s = s + 0x200
+    if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
+        if d >= 10:  # bits were lost in the alignment: the general code decides
+            return add_slow(a, b, 0)
+        s = s & ~0x400  # a tie: to even
+    return (e << k52) + (s >> 10)
 
 
 def f64_sub(a: int, b: int) -> int:
+    """``a - b``: ``f64_add`` with ``b`` negated (written out for speed), but for the
+    sign of a NaN ``b``, which the result keeps."""
+    c = b ^ SIGN
+    a2 = a << 1
+    b2 = c << 1
+    top = 0x7FE << 53
+    if a2 >= top:  # an infinity or a NaN (or a sum that might overflow)
+        return add_slow(a, c, 1)
+    if b2 >= top:
+        return add_slow(a, c, 1)
+    # now the sum does not depend on the operands' order: the larger magnitude first
+    # (each likely way written as the "then" part: it runs on without a jump)
+    if a2 >= b2:
+        pass
+    else:
+        t = a
+        a = c
+        c = t
+        t = a2
+        a2 = b2
+        b2 = t
+    k53 = 53
+    ex = a2 >> k53
+    ey = b2 >> k53
+    if ey == 0:
+        return add_slow(a, c, 0)
+    d = ex - ey
+    if d >= 62:
+        return a  # the other is below a quarter of a's last place: a is the nearest
+    k11 = 11
+    ma = ((a << k11) | SIGN) >> 1
+    mb = ((c << k11) | SIGN) >> (d + 1)
+    k52 = 52
+    e = (a >> k52) - 1  # the sign, and the biased exponent less one (see round_pack)
+    if (a ^ c) < SIGN:
+        s = ma + mb
+        if s >= SIGN:
+            s = s >> 1
+            e += 1
+    else:
+        s = ma - mb
+        if s < (1 << 62):
+            if s < (1 << 61):  # cancellation
+                return add_slow(a, c, 0)
+            if ex < 2:  # a subnormal result
+                return add_slow(a, c, 0)
+            s = s << 1
+            e -= 1
+    s = s + 0x200
+    if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
+        if d >= 10:  # bits were lost in the alignment: the general code decides
+            return add_slow(a, c, 0)
+        s = s & ~0x400  # a tie: to even
+    return (e << k52) + (s >> 10)
+
+
+def add_slow(a: int, b: int, subtracting: int) -> int:
+    """``a + b`` for any operands; ``b`` is already negated when ``subtracting`` (a NaN
+    keeps its own sign)."""
     ea = (a >> 52) & EXP_MASK
     eb = (b >> 52) & EXP_MASK
     if ea == EXP_MASK or eb == EXP_MASK:
-        return add_special(a, b ^ SIGN, 1)
+        return add_special(a, b, subtracting)
     if (a ^ b) < SIGN:
-        return subtract_magnitudes(a, b ^ SIGN, ea, eb)
-    return add_magnitudes(a, b ^ SIGN, ea, eb)
+        return add_magnitudes(a, b, ea, eb)
+    return subtract_magnitudes(a, b, ea, eb)
 
 
 def add_special(a: int, b: int, subtracting: int) -> int:
@@ -265,6 +378,53 @@ def subtract_magnitudes(a: int, b: int, ea: int, eb: int) -> int:
 
 
 def f64_mul(a: int, b: int) -> int:
+    """``a * b``.  The fast path takes two normal operands whose product is normal: the
+    product of the 53-bit significands, split into halves of 27 and 26 bits (four
+    products that fit a word), is kept to its top 64 bits, and rounded; the bits below
+    matter only when the kept ones end in exactly one half (see ``f64_add``), which
+    goes to ``mul_slow`` with every other case."""
+    k52 = 52
+    mask = EXP_MASK
+    ea = (a >> k52) & mask
+    eb = (b >> k52) & mask
+    top = 0x7FE
+    if ea - 1 >= top:  # a zero, subnormal, infinity or NaN
+        return mul_slow(a, b)
+    if eb - 1 >= top:
+        return mul_slow(a, b)
+    frac = FRAC_MASK
+    fb = b & frac
+    if fb == 0:  # b is a power of two: a's exponent moves, if it stays normal
+        if ea + eb - (BIAS + 1) < top:
+            return (a ^ (b & SIGN)) + ((eb - BIAS) << k52)
+        return mul_slow(a, b)
+    hidden = HIDDEN
+    fa = (a & frac) | hidden
+    fb = fb | hidden
+    k26 = 26
+    low = (1 << 26) - 1
+    ah = fa >> k26
+    al = fa & low
+    bh = fb >> k26
+    bl = fb & low
+    # fa * fb = hh * 2**52 + (ah * bl + al * bh) * 2**26 + ll; w is it shifted right
+    # by 42 places: at least 2**62, below 2**64
+    middle = ah * bl + al * bh + ((al * bl) >> k26)
+    w = ((ah * bh) << 10) + (middle >> 16)
+    e = ea + eb - (BIAS + 1)  # the biased exponent less one, for w below 2**63
+    if w >= SIGN:
+        w = w >> 1
+        e += 1
+    if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
+        return mul_slow(a, b)
+    w = w + 0x200
+    if (w << 54) == 0:
+        return mul_slow(a, b)
+    return ((a ^ b) & SIGN) + (e << 52) + (w >> 10)
+
+
+def mul_slow(a: int, b: int) -> int:
+    """``a * b`` for any operands."""
     sign = (a ^ b) & SIGN
     ea = (a >> 52) & EXP_MASK
     eb = (b >> 52) & EXP_MASK
@@ -326,6 +486,52 @@ def f64_mul(a: int, b: int) -> int:
 
 
 def f64_div(a: int, b: int) -> int:
+    """``a / b``.  The fast path takes two normal operands whose quotient is normal: long
+    division of the significands, eleven bits at a time (the remainder is below the
+    53-bit divisor, so eleven more bits still fit a word), to 55 bits, rounded.  No
+    quotient of two doubles lies exactly halfway between two doubles (that would make
+    ``fa * 2**53`` an odd multiple of ``fb``, which has fewer than 53 factors of two),
+    so the bits below the rounding bit never decide it and the remainder is not kept."""
+    k52 = 52
+    mask = EXP_MASK
+    ea = (a >> k52) & mask
+    eb = (b >> k52) & mask
+    top = 0x7FE
+    if ea - 1 >= top:  # a zero, subnormal, infinity or NaN
+        return div_slow(a, b)
+    if eb - 1 >= top:
+        return div_slow(a, b)
+    frac = FRAC_MASK
+    fb = b & frac
+    if fb == 0:  # b is a power of two: a's exponent moves, if it stays normal
+        if ea - eb + (BIAS - 1) < top:
+            return (a ^ (b & SIGN)) - ((eb - BIAS) << k52)
+        return div_slow(a, b)
+    hidden = HIDDEN
+    fa = (a & frac) | hidden
+    fb = fb | hidden
+    e = ea - eb + (BIAS - 1)  # the biased exponent less one, for fa >= fb
+    if fa < fb:
+        fa = fa << 1
+        e -= 1
+    if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
+        return div_slow(a, b)
+    step = 11
+    n = fa << 10
+    q = n // fb  # the leading one at bit 10
+    r = (n % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)
+    r = (r % fb) << step
+    q = (q << step) | (r // fb)  # 55 bits: 53, the rounding bit and one more
+    return ((a ^ b) & SIGN) + (e << 52) + ((q + 2) >> 2)
+
+
+def div_slow(a: int, b: int) -> int:
+    """``a / b`` for any operands."""
     sign = (a ^ b) & SIGN
     ea = (a >> 52) & EXP_MASK
     eb = (b >> 52) & EXP_MASK
@@ -467,21 +673,31 @@ def square_hi(q: int) -> int:
 
 def f64_order(a: int, b: int) -> int:
     """-1, 0 or 1: Starlark's total order of floats, where every NaN equals every other
-    and comes after +inf, and -0 equals +0."""
-    if is_nan(a):
-        if is_nan(b):
+    and comes after +inf, and -0 equals +0.  Without NaNs, the bits of two positive
+    doubles are ordered as the doubles are, and those of two negative ones the other
+    way round."""
+    inf = INF << 1
+    a2 = a << 1
+    b2 = b << 1
+    if a2 <= inf and b2 <= inf:
+        if a == b:
             return 0
-        return 1
-    if is_nan(b):
+        if (a | b) < SIGN:  # both positive
+            if a < b:
+                return 0 - 1
+            return 1
+        if (a & b) >= SIGN:  # both negative
+            if a < b:
+                return 1
+            return 0 - 1
+        if (a2 | b2) == 0:  # -0 and +0
+            return 0
+        if a < b:  # a positive, b negative
+            return 1
         return 0 - 1
-    if a == b or ((a | b) << 1) == 0:
-        return 0
-    # map the bits to an unsigned order: negatives reversed below positives
-    a = ~a if a >= SIGN else a | SIGN
-    b = ~b if b >= SIGN else b | SIGN
-    if a < b:
-        return 0 - 1
-    return 1
+    if a2 > inf:
+        return b2 <= inf  # a NaN is above everything but another NaN
+    return 0 - 1
 
 
 # -- conversions ---------------------------------------------------------------------------
