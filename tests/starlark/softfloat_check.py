@@ -25,7 +25,7 @@ _D = struct.Struct("<d")
 _Q = struct.Struct("<Q")
 _Q4 = struct.Struct("<QQQQ")
 #: Operation numbers the driver keeps tick counts for (its ``OPERATIONS``).
-DRIVER_OPERATIONS = 16
+DRIVER_OPERATIONS = 32
 MASK = (1 << 64) - 1
 SIGN = 1 << 63
 INF = 0x7FF0000000000000
@@ -138,31 +138,61 @@ def host_fmod(x: int, y: int) -> int:
     return b(math.fmod(f(x), f(y)))
 
 
+def signed(word: int) -> int:
+    return word - (1 << 64) if word & SIGN else word
+
+
+def int_double(word: int) -> int:
+    """The bits of the double nearest the int held as a signed word (Python's
+    conversion rounds to nearest, ties to even, as Go's)."""
+    return b(float(signed(word)))
+
+
 @dataclass(frozen=True)
 class Operation:
+    """An operation the driver runs: a soft-float function on bits, or (``kinds``) a
+    Starlark operator on values made from the record's words: ``f`` a float with these
+    bits, ``i`` a small int with this value (a signed word)."""
+
     number: int
     name: str
     host: Callable[[int, int], int]
     unary: bool = False
+    kinds: str = ""
+
+    def answer(self, x: int, y: int) -> int:
+        """The host's answer for the record's words ``x`` and ``y``."""
+        if "i" in self.kinds:  # an int operand is converted to the nearest double first
+            x = int_double(x) if self.kinds[0] == "i" else x
+            y = int_double(y) if self.kinds[1:] == "i" else y
+        return self.host(x, y)
 
 
-OPERATIONS = {
-    op.name: op
-    for op in (
-        Operation(0, "add", host_add),
-        Operation(1, "sub", host_sub),
-        Operation(2, "mul", host_mul),
-        Operation(3, "div", host_div),
-        Operation(4, "sqrt", host_sqrt, unary=True),
-        Operation(5, "order", host_order),
-        Operation(6, "from_word", host_from_word, unary=True),
-        Operation(7, "trunc", host_trunc, unary=True),
-        Operation(8, "floor", host_floor, unary=True),
-        Operation(9, "ceil", host_ceil, unary=True),
-        Operation(10, "round", host_round, unary=True),
-        Operation(11, "fmod", host_fmod),
-    )
-}
+def _operations() -> Iterator[Operation]:
+    yield Operation(0, "add", host_add)
+    yield Operation(1, "sub", host_sub)
+    yield Operation(2, "mul", host_mul)
+    yield Operation(3, "div", host_div)
+    yield Operation(4, "sqrt", host_sqrt, unary=True)
+    yield Operation(5, "order", host_order)
+    yield Operation(6, "from_word", host_from_word, unary=True)
+    yield Operation(7, "trunc", host_trunc, unary=True)
+    yield Operation(8, "floor", host_floor, unary=True)
+    yield Operation(9, "ceil", host_ceil, unary=True)
+    yield Operation(10, "round", host_round, unary=True)
+    yield Operation(11, "fmod", host_fmod)
+    # Starlark's operators as compiled programs call them (the driver's numbering)
+    hosts = {"add": host_add, "sub": host_sub, "mul": host_mul, "div": host_div}
+    for number, name in enumerate(("add", "sub", "mul", "div", "inplace_add"), start=12):
+        yield Operation(number, f"number_{name}", hosts.get(name, host_add), kinds="ff")
+    for number, name in enumerate(hosts, start=17):
+        yield Operation(number, f"number_{name}_float_int", hosts[name], kinds="fi")
+        yield Operation(number + 4, f"number_{name}_int_float", hosts[name], kinds="if")
+    yield Operation(25, "number_div_ints", host_div, kinds="ii")
+    yield Operation(26, "small_int_bits", lambda x, _: x, unary=True, kinds="i")
+
+
+OPERATIONS = {op.name: op for op in _operations()}
 
 
 # -- operands ---------------------------------------------------------------------------
@@ -249,9 +279,125 @@ def random_pair(rng: random.Random, op: str) -> tuple[int, int]:
     return x, random_double(rng)
 
 
+def boundary_pair(rng: random.Random, op: str) -> tuple[int, int]:
+    """Operands on either side of where the fast paths of ``add``, ``sub``, ``mul`` and
+    ``div`` hand over to the general code: exponents 9, 10, 61 and 62 apart (exact and
+    inexact alignment, a far operand), ties and near-ties below the last place,
+    cancellation of one bit or two, results at the edges of the normal exponents, and
+    powers of two that only move an exponent."""
+    sign = rng.getrandbits(2)
+    fraction = rng.getrandbits(52)
+    if op in ("add", "sub"):
+        ex = rng.choice([1, 2, 3, rng.randint(60, 0x7F0), 0x7FC, 0x7FD, 0x7FE])
+        d = rng.choice([0, 1, 2, 8, 9, 10, 11, 53, 54, 55, 60, 61, 62, 63])
+        ey = max(ex - d, 0)
+        y_fraction = rng.getrandbits(52)
+        if d and rng.random() < 0.6:  # the bits below x's last place: one half, or a hair off
+            y_fraction = (y_fraction >> d << d) | ((1 << (d - 1)) + rng.choice([-1, 0, 0, 1]))
+            y_fraction &= (1 << 52) - 1
+        elif rng.random() < 0.3:  # cancellation: the same leading bits
+            y_fraction = fraction ^ rng.getrandbits(rng.randint(1, 52))
+            ey = ex
+        x = (sign & 1) << 63 | ex << 52 | fraction
+        y = (sign >> 1) << 63 | ey << 52 | y_fraction
+        return (x, y) if rng.random() < 0.5 else (y, x)
+    # mul and div: the result's exponent at an edge of the normal range
+    target = rng.choice([-54, -2, -1, 0, 1, 2, 3, 0x7FC, 0x7FD, 0x7FE, 0x7FF, 0x800])
+    ea = rng.randint(1, 0x7FE)
+    eb = ea + 1023 - target if op == "mul" else ea - target + 1023
+    eb = min(max(eb, 1), 0x7FE)
+    y_fraction = 0 if rng.random() < 0.3 else rng.getrandbits(52)  # a power of two
+    if rng.random() < 0.2:
+        fraction = 0
+    if rng.random() < 0.2:  # short significands: exact products, halves below the last place
+        fraction &= 0xFFFFF << 32
+        y_fraction &= 0xFFFFF << 32
+    return (sign & 1) << 63 | ea << 52 | fraction, (sign >> 1) << 63 | eb << 52 | y_fraction
+
+
+#: The operations ``boundary_cases`` makes records for.
+BOUNDARY_OPERATIONS = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "number_add",
+    "number_sub",
+    "number_mul",
+    "number_div",
+    "number_inplace_add",
+)
+
+
+def boundary_cases(op: str, count: int, seed: int) -> list[tuple[str, int, int]]:
+    """``count`` records from ``boundary_pair`` for ``add``, ``sub``, ``mul``, ``div``
+    and the operators on two floats."""
+    operation = OPERATIONS[op]
+    base = operation.host.__name__.removeprefix("host_")
+    rng = random.Random(f"boundary/{op}/{seed}")
+    cases = []
+    while len(cases) < count:
+        if (case := operator_operands(operation, *boundary_pair(rng, base))) is not None:
+            cases.append(case)
+    return cases
+
+
+def special_ints() -> list[int]:
+    """Small ints (signed words) around the bit lengths ``small_int_bits`` tells apart,
+    the doubles' exact range and the small ints' own."""
+    values = {0, 1, 2, 3, 4, 7, 15, 16, 17, 255, 256, 2**53 - 1, 2**53, 2**53 + 1}
+    for k in range(1, 62):
+        values |= {2**k - 1, 2**k, 2**k + 1}
+    values |= {2**62 - 1, 2**62 - 513, 2**62 - 512}
+    return sorted(v & MASK for value in values for v in (value, -value) if v >= -(2**62))
+
+
+def random_int(rng: random.Random) -> int:
+    """A small int (a signed word): mostly short, as ints met in float code are."""
+    if rng.random() < 0.5:
+        value = rng.randint(-20, 20)
+    else:
+        value = rng.getrandbits(rng.randint(1, 62)) * rng.choice([1, -1])
+    return max(value, -(2**62)) & MASK
+
+
+#: Ints paired with special doubles: signs, the nibble lengths, the exact range's edge.
+SHORT_INTS = [
+    v & MASK for v in (0, 1, -1, 2, -2, 3, 4, -4, 15, 16, 17, 2**53 + 1, 2**62 - 1, -(2**62))
+]
+
+
+def operator_operands(op: Operation, x: int, y: int) -> tuple[str, int, int] | None:
+    """A record for operator ``op``, or None for a division by zero (an error, which
+    the program tests check)."""
+    divisor_zero = y == 0 if op.kinds[1:] == "i" else y & ~SIGN == 0
+    if op.host is host_div and divisor_zero:
+        return None
+    return op.name, x, y
+
+
+def operator_edge_cases(op: Operation) -> Iterator[tuple[str, int, int]]:
+    if op.kinds == "i":
+        for value in special_ints():
+            yield op.name, value, 0
+        return
+    doubles = special_values()
+    lefts = SHORT_INTS if op.kinds[0] == "i" else doubles
+    rights = SHORT_INTS if op.kinds[1] == "i" else doubles
+    if op.kinds == "ff":  # every other special value: the soft-float cases have them all
+        lefts = rights = doubles[::2]
+    for x in lefts:
+        for y in rights:
+            if (case := operator_operands(op, x, y)) is not None:
+                yield case
+
+
 def edge_cases(op: str) -> Iterator[tuple[str, int, int]]:
     """Every special value (pair) for ``op``."""
     values = special_values()
+    if OPERATIONS[op].kinds:
+        yield from operator_edge_cases(OPERATIONS[op])
+        return
     if op == "from_word":
         for value in [0, 1, 2**53 - 1, 2**53 + 1, 2**54 + 2, 2**62 - 1, 2**63 - 1, 2**63 - 512]:
             yield op, value, 0
@@ -266,8 +412,27 @@ def edge_cases(op: str) -> Iterator[tuple[str, int, int]]:
             yield op, x, y
 
 
+def random_operator_case(rng: random.Random, op: Operation) -> tuple[str, int, int]:
+    while True:
+        if op.kinds == "ff":
+            x, y = random_pair(rng, op.host.__name__.removeprefix("host_"))
+        else:
+            x = random_int(rng) if op.kinds[0] == "i" else random_double(rng)
+            y = (
+                0
+                if op.kinds == "i"
+                else random_int(rng)
+                if op.kinds[1] == "i"
+                else random_double(rng)
+            )
+        if (case := operator_operands(op, x, y)) is not None:
+            return case
+
+
 def random_cases(op: str, count: int, seed: int) -> list[tuple[str, int, int]]:
     rng = random.Random(f"{op}/{seed}")
+    if OPERATIONS[op].kinds:
+        return [random_operator_case(rng, OPERATIONS[op]) for _ in range(count)]
     return [(op, *random_pair(rng, op)) for _ in range(count)]
 
 
@@ -291,7 +456,8 @@ def driver_program(cases: list[tuple[str, int, int]], measure: bool) -> tuple[An
     blob = bytearray(_Q.pack(int(measure)) + _Q.pack(len(cases)))
     for op, x, y in cases:
         operation = OPERATIONS[op]
-        blob += _Q4.pack(operation.number, x, y, operation.host(x, y))
+        blob += _Q4.pack(operation.number, x, y, operation.answer(x, y))
+    blob += bytes(max(0, 24 + 24 * DRIVER_OPERATIONS - len(blob)))  # room for the report
     declarations = dict(library.data.items)
     declarations["float_cases"] = bytes(blob)
     memory = (len(blob) + (1 << 20)) & ~7
@@ -351,8 +517,12 @@ def describe(cases: list[tuple[str, int, int]], report: DriverReport) -> str:
     if report.differences == 0:
         return "no differences"
     op, x, y = cases[report.first]
-    want = OPERATIONS[op].host(x, y)
+    operation = OPERATIONS[op]
+    want = operation.answer(x, y)
+    kinds = operation.kinds or "ff"
+    left = signed(x) if kinds[0] == "i" else f(x)
+    right = signed(y) if kinds[1:] == "i" else f(y)
     return (
         f"{report.differences} differences; first {op}({x:#018x}, {y:#018x}) "
-        f"= {report.first_got:#018x}, want {want:#018x} ({f(x)!r}, {f(y)!r} -> {f(want)!r})"
+        f"= {report.first_got:#018x}, want {want:#018x} ({left!r}, {right!r} -> {f(want)!r})"
     )

@@ -41,7 +41,9 @@ from starlark.harness import (
     run_kforge,
 )
 from starlark.softfloat_check import (
+    BOUNDARY_OPERATIONS,
     OPERATIONS,
+    boundary_cases,
     describe,
     differences_in_batches,
     edge_cases,
@@ -119,6 +121,28 @@ print("%g %g %g %g %g" % (1e5, 1e6, 1e-4, 1e-5, 123456789.0), "%e %g" % (1 << 11
 print("{} {!r} {} {}".format(1.5, -0.0, 1e100, [0.5, 1e-7]), "{0} {0!s}".format(2.0), "%s" % 1e21, "%r" % (1e21,))
 print(str(1e22), str(1e-7), repr(123456789.0), str(1.0e16), str(12345678901234567890.0), str(0.000123), str(-1e-320))
 """,
+    "operators": r"""
+big = 4611686018427387903
+small = -4611686018427387904
+print(big + 1, small - 1, 0 - small, big + big, small + small, 1 - small, big * 2, big / 3, 7 / 2, -7 / 2, 1 / 3, 8 / 2)
+print(big + 0.5, 0.5 + big, small - 0.5, 0.5 - small, big * 0.5, 0.5 * small, big / 0.5, 0.5 / small, big - 1.0, 1.0 - big)
+print(2.5 * 2, 2.5 * 4, 2.5 / 2, 2.5 / 4, 3 * 0.5, 3 / 0.5, -2.5 * 8, 2.5 / -8, 1e308 * 2, 1e-308 / 4, 5e-324 * 2, 5e-324 / 2)
+print(1.5 * 2.0, 1.5 / 2.0, 1e308 * 2.0, 1e-308 / 2.0, 1.5 * 0.25, -3.0 / 0.125, 2.0 * 1e-320, 1e-320 / 2.0, 0.5 * 1e308 * 4)
+print(1.1 + 2.2, 3.3 - 1.1, 0.1 * 3, 1 - 0.9, 2.5 - 2.5, -2.5 + 2.5, 0.1 + 0.7, 1e16 + 1.0, 1e16 + 3.0, 1.0 + 1e-16, 1.0 - 1e-16)
+print(1e308 + 1e308, -1e308 - 1e308, 1.7976931348623157e308 + 1e292, 2.2250738585072014e-308 - 2.225073858507201e-308, 3.0 - 2.9999999999999996)
+s = "a"
+s += "b"
+l = [1.5]
+l += [2]
+print(s, l, l * 2, "x" + "y", [0.5] + [1], 2 * [0.5], (1.5,) + (2,), 3 * "ab")
+x = 0.0
+for i in range(10):
+    x += i
+    x -= 0.5 * i
+    x = x * 1.5 / 2
+    x += 0.1
+print(x, x - 1, 1 - x, x * 3, 3 * x, x / 3, 3 / x)
+""",
 }
 ERRORS: tuple[str, ...] = (
     "print(1 / 0)",
@@ -194,6 +218,8 @@ def test_soft_float_agrees_with_the_host_on_special_values_and_random_operands()
     cases = []
     for op in OPERATIONS:
         cases += list(edge_cases(op)) + random_cases(op, 1000, seed=0)
+        if op in BOUNDARY_OPERATIONS:
+            cases += boundary_cases(op, 2000, seed=0)
     report = run_driver(cases, "fast")
     assert report.differences == 0, describe(cases, report)
     # the reference tier on a sample of them, to the tick with the fast tier
@@ -208,6 +234,12 @@ def test_soft_float_agrees_with_the_host_on_special_values_and_random_operands()
 @pytest.mark.parametrize("op", sorted(OPERATIONS))
 def test_soft_float_agrees_with_the_host_on_a_million_random_operands(op: str) -> None:
     assert differences_in_batches(random_cases(op, 1_000_000, seed=1), "fast") == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", sorted(BOUNDARY_OPERATIONS))
+def test_soft_float_agrees_with_the_host_where_fast_paths_end(op: str) -> None:
+    assert differences_in_batches(boundary_cases(op, 500_000, seed=1), "fast") == ""
 
 
 @pytest.mark.slow

@@ -320,10 +320,9 @@ def number_add(a: int, b: int) -> int:
         r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
     else:
         return add(a, b)
-    size = L.FLOAT_SIZE
     p = heap_pointer()
-    q = p + size
-    if q <= bump_end.value and heap_limit() - p >= size:
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
         set_heap_pointer(q)
         store(p, tag)
         store(p + L.FLOAT_BITS, r)
@@ -349,10 +348,9 @@ def number_inplace_add(a: int, b: int) -> int:
         r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
     else:
         return inplace_add(a, b)
-    size = L.FLOAT_SIZE
     p = heap_pointer()
-    q = p + size
-    if q <= bump_end.value and heap_limit() - p >= size:
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
         set_heap_pointer(q)
         store(p, tag)
         store(p + L.FLOAT_BITS, r)
@@ -378,10 +376,9 @@ def number_sub(a: int, b: int) -> int:
         r = f64_sub(load(a + L.FLOAT_BITS), small_int_bits(b))
     else:
         return sub(a, b)
-    size = L.FLOAT_SIZE
     p = heap_pointer()
-    q = p + size
-    if q <= bump_end.value and heap_limit() - p >= size:
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
         set_heap_pointer(q)
         store(p, tag)
         store(p + L.FLOAT_BITS, r)
@@ -407,10 +404,9 @@ def number_mul(a: int, b: int) -> int:
         r = f64_mul(load(a + L.FLOAT_BITS), small_int_bits(b))
     else:
         return mul(a, b)
-    size = L.FLOAT_SIZE
     p = heap_pointer()
-    q = p + size
-    if q <= bump_end.value and heap_limit() - p >= size:
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
         set_heap_pointer(q)
         store(p, tag)
         store(p + L.FLOAT_BITS, r)
@@ -442,10 +438,9 @@ def number_truediv(a: int, b: int) -> int:
         r = f64_div(small_int_bits(a), load(b + L.FLOAT_BITS))
     else:
         return truediv(a, b)
-    size = L.FLOAT_SIZE
     p = heap_pointer()
-    q = p + size
-    if q <= bump_end.value and heap_limit() - p >= size:
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
         set_heap_pointer(q)
         store(p, tag)
         store(p + L.FLOAT_BITS, r)
@@ -455,45 +450,46 @@ def number_truediv(a: int, b: int) -> int:
 
 def small_int_bits(w: int) -> int:
     """The double nearest the small int whose word is ``w``: below 2**53 in magnitude
-    exactly, from its bit length (a binary search down to four bits, whose lengths
-    are read from the word ``_NIBBLE_LENGTHS``), above it by ``f64_from_word``."""
-    if w < SIGN:
+    exactly, from its bit length (below 16 read from the word ``_NIBBLE_LENGTHS``,
+    above by a binary search down to such a nibble), above it by ``f64_from_word``."""
+    sign = w & SIGN
+    if sign == 0:
         m = w >> 1
-        sign = 0
     else:
         m = (1 - w) >> 1  # the magnitude of (w - 1) / 2
-        sign = SIGN
+    k52 = 52
+    if m < 16:  # (each likely way written as the "then" part: it runs on without a jump)
+        if m == 0:
+            return 0
+        n = (_NIBBLE_LENGTHS >> (m << 2)) & 15  # the bit length of m
+        # the leading one at bit 52 adds one to the exponent field
+        return sign + ((BIAS - 2 + n) << k52) + (m << (53 - n))
+    if m >= (1 << 53):
+        return f64_from_word(sar(w, 1))
     t = m
     n = 0
-    if t < 16:  # (each likely way written as the "then" part: it runs on without a jump)
-        if t == 0:
-            return 0
+    if t < (1 << 32):
+        pass
     else:
-        if t < (1 << 32):
-            pass
-        else:
-            if m >= (1 << 53):
-                return f64_from_word(sar(w, 1))
-            t = t >> 32
-            n = 32
-        if t < (1 << 16):
-            pass
-        else:
-            t = t >> 16
-            n += 16
-        if t < (1 << 8):
-            pass
-        else:
-            t = t >> 8
-            n += 8
-        if t < 16:
-            pass
-        else:
-            t = t >> 4
-            n += 4
-    n += (_NIBBLE_LENGTHS >> (t << 2)) & 15  # the bit length of m
-    # the leading one at bit 52 adds one to the exponent field
-    return sign + ((BIAS - 2 + n) << 52) + (m << (53 - n))
+        t = t >> 32
+        n = 32
+    if t < (1 << 16):
+        pass
+    else:
+        t = t >> 16
+        n += 16
+    if t < (1 << 8):
+        pass
+    else:
+        t = t >> 8
+        n += 8
+    if t < 16:
+        pass
+    else:
+        t = t >> 4
+        n += 4
+    n += (_NIBBLE_LENGTHS >> (t << 2)) & 15
+    return sign + ((BIAS - 2 + n) << k52) + (m << (53 - n))
 
 
 # -- comparison -----------------------------------------------------------------------------------
