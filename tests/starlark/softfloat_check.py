@@ -363,7 +363,7 @@ def random_int(rng: random.Random) -> int:
 
 #: Ints paired with special doubles: signs, the nibble lengths, the exact range's edge.
 SHORT_INTS = [
-    v & MASK for v in (0, 1, -1, 2, -2, 3, 4, -4, 15, 16, 17, 2**53 + 1, 2**62 - 1, -(2**62))
+    v & MASK for v in (0, 1, -1, 2, -2, 3, 4, -4, 8, -8, 15, 16, 17, 2**53 + 1, 2**62 - 1, -(2**62))
 ]
 
 

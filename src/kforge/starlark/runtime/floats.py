@@ -397,11 +397,11 @@ def number_mul(a: int, b: int) -> int:
             return mul(a, b)
     elif a & 1:  # (two small ints come here when their sum overflows a small int)
         if (b & 1) == 0 and (load(b) & mask) == tag:
-            r = f64_mul(small_int_bits(a), load(b + L.FLOAT_BITS))
+            r = scaled_by_int(load(b + L.FLOAT_BITS), a, 0)
         else:
             return mul(a, b)
     elif (load(a) & mask) == tag:
-        r = f64_mul(load(a + L.FLOAT_BITS), small_int_bits(b))
+        r = scaled_by_int(load(a + L.FLOAT_BITS), b, 0)
     else:
         return mul(a, b)
     p = heap_pointer()
@@ -428,12 +428,11 @@ def number_truediv(a: int, b: int) -> int:
         if b == 1:
             return truediv(a, b)
         if a & 1:
-            x = small_int_bits(a)
+            r = f64_div(small_int_bits(a), small_int_bits(b))
         elif (load(a) & mask) == tag:
-            x = load(a + L.FLOAT_BITS)
+            r = scaled_by_int(load(a + L.FLOAT_BITS), b, 1)
         else:
             return truediv(a, b)
-        r = f64_div(x, small_int_bits(b))
     elif (load(b) & mask) == tag and (load(b + L.FLOAT_BITS) << 1) != 0:  # a small int
         r = f64_div(small_int_bits(a), load(b + L.FLOAT_BITS))
     else:
@@ -448,15 +447,33 @@ def number_truediv(a: int, b: int) -> int:
     return float_new(r)
 
 
+def scaled_by_int(x: int, w: int, dividing: int) -> int:
+    """``x * n``, or ``x / n`` when ``dividing`` (``n`` not 0), for the double ``x`` and
+    the small int ``n`` whose word is ``w``: by a power of two below 16 (halving,
+    doubling), ``x``'s exponent moves, if ``x`` and the result are normal numbers;
+    else the soft-float operation on ``n``'s double."""
+    sign = w & SIGN
+    m = w >> 1 if sign == 0 else (1 - w) >> 1  # the magnitude of (w - 1) / 2
+    if m - 1 < 15 and (m & (m - 1)) == 0:  # 1, 2, 4 or 8
+        k = ((_NIBBLE_LENGTHS >> (m << 2)) & 15) - 1
+        e = ((x >> 52) & 0x7FF) - 1
+        if dividing:
+            e = e - k
+        if e < 0x7FE - k:
+            if dividing:
+                return (x - (k << 52)) ^ sign
+            return (x + (k << 52)) ^ sign
+    if dividing:
+        return f64_div(x, small_int_bits(w))
+    return f64_mul(x, small_int_bits(w))
+
+
 def small_int_bits(w: int) -> int:
     """The double nearest the small int whose word is ``w``: below 2**53 in magnitude
     exactly, from its bit length (below 16 read from the word ``_NIBBLE_LENGTHS``,
     above by a binary search down to such a nibble), above it by ``f64_from_word``."""
     sign = w & SIGN
-    if sign == 0:
-        m = w >> 1
-    else:
-        m = (1 - w) >> 1  # the magnitude of (w - 1) / 2
+    m = w >> 1 if sign == 0 else (1 - w) >> 1  # the magnitude of (w - 1) / 2
     k52 = 52
     if m < 16:  # (each likely way written as the "then" part: it runs on without a jump)
         if m == 0:
