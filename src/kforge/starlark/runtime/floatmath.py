@@ -23,11 +23,16 @@ from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.layout import float_bits as _b
-from kforge.starlark.runtime.intrinsics import Global, load, sar, slt, text
+from kforge.starlark.runtime.intrinsics import Global, load, slt, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.core import buf_decimal, buf_new, buf_str, buf_to_string, error
-    from kforge.starlark.runtime.floats import bits_int_value, float_new, int_to_bits
+    from kforge.starlark.runtime.floats import (
+        bits_int_value,
+        float_new,
+        int_to_bits,
+        small_int_bits,
+    )
     from kforge.starlark.runtime.softfloat import (
         clz64,
         f64_add,
@@ -1063,7 +1068,7 @@ def math_number(v: int, builtin: int, position: int) -> int:
     infinity when it is too large, as Go's ``Int.Float``); any other value is Go's
     ``NAME: for parameter P: got T, want float or int``."""
     if v & 1:
-        return f64_from_word(sar(v, 1))
+        return small_int_bits(v)
     tag = load(v) & L.TAG_MASK
     if tag == L.TAG_FLOAT:
         return load(v + L.FLOAT_BITS)

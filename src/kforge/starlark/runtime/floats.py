@@ -126,7 +126,7 @@ def floats_involved(a: int, b: int) -> int:
 def int_to_bits(v: int) -> int:
     """The double nearest the int ``v`` (+-inf when it is too large for one)."""
     if v & 1:
-        return f64_from_word(sar(v, 1))
+        return small_int_bits(v)
     return big_to_bits(v, 0, 0)
 
 
@@ -168,7 +168,7 @@ def finite_bits(v: int) -> int:
     """The bits of a float, or of the float an int converts to (the arithmetic's
     operand): an error if the int is too large for a finite float."""
     if v & 1:
-        return f64_from_word(sar(v, 1))
+        return small_int_bits(v)
     if (load(v) & L.TAG_MASK) == L.TAG_FLOAT:
         return load(v + L.FLOAT_BITS)
     bits = int_to_bits(v)

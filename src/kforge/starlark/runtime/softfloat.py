@@ -203,8 +203,8 @@ def f64_add(a: int, b: int) -> int:
     else:
         s = ma - mb
         if s < (1 << 62):
-            if s < (1 << 61):  # cancellation
-                return add_slow(a, b, 0)
+            if s < (1 << 61):  # two leading bits or more cancelled
+                return cancelled_difference(a, b, s)
             if ex < 2:  # a subnormal result
                 return add_slow(a, b, 0)
             s = s << 1
@@ -260,8 +260,8 @@ def f64_sub(a: int, b: int) -> int:
     else:
         s = ma - mb
         if s < (1 << 62):
-            if s < (1 << 61):  # cancellation
-                return add_slow(a, c, 0)
+            if s < (1 << 61):  # two leading bits or more cancelled
+                return cancelled_difference(a, c, s)
             if ex < 2:  # a subnormal result
                 return add_slow(a, c, 0)
             s = s << 1
@@ -272,6 +272,26 @@ def f64_sub(a: int, b: int) -> int:
             return add_slow(a, c, 0)
         s = s & ~0x400  # a tie: to even
     return (e << k52) + (s >> 10)
+
+
+def cancelled_difference(a: int, b: int, s: int) -> int:
+    """``a + b`` for normal operands of opposite signs, ``a`` the larger in magnitude,
+    whose exponents are at most one apart, from the difference ``s`` of their
+    significands aligned as ``f64_add`` aligns them, which has lost two leading bits or
+    more: no bit was shifted out (the significands have ten zero bits below them), so
+    the difference is exact, and only moves up to its place."""
+    if s == 0:
+        return 0  # x - x is +0 when rounding to nearest
+    n = 0
+    while s < (1 << 55):
+        s = s << 8
+        n += 8
+    while s < (1 << 62):
+        s = s << 1
+        n += 1
+    if n >= (a << 1) >> 53:  # the exponent would fall below the normal ones
+        return add_slow(a, b, 0)
+    return (((a >> 52) - 1 - n) << 52) + (s >> 10)
 
 
 def add_slow(a: int, b: int, subtracting: int) -> int:
@@ -380,9 +400,10 @@ def subtract_magnitudes(a: int, b: int, ea: int, eb: int) -> int:
 def f64_mul(a: int, b: int) -> int:
     """``a * b``.  The fast path takes two normal operands whose product is normal: the
     product of the 53-bit significands, split into halves of 27 and 26 bits (four
-    products that fit a word), is kept to its top 64 bits, and rounded; the bits below
-    matter only when the kept ones end in exactly one half (see ``f64_add``), which
-    goes to ``mul_slow`` with every other case."""
+    products that fit a word), is kept to its top 64 bits and rounded there; the bits
+    below (read again from the partial products) matter only when the kept ones end in
+    exactly one half, a tie, which short significands (small ints, 0.5, 2.5) often
+    make.  Every other case goes to ``mul_slow``."""
     k52 = 52
     mask = EXP_MASK
     ea = (a >> k52) & mask
@@ -409,18 +430,27 @@ def f64_mul(a: int, b: int) -> int:
     bl = fb & low
     # fa * fb = hh * 2**52 + (ah * bl + al * bh) * 2**26 + ll; w is it shifted right
     # by 42 places: at least 2**62, below 2**64
-    middle = ah * bl + al * bh + ((al * bl) >> k26)
+    ll = al * bl
+    middle = ah * bl + al * bh + (ll >> k26)
     w = ((ah * bh) << 10) + (middle >> 16)
     e = ea + eb - (BIAS + 1)  # the biased exponent less one, for w below 2**63
-    if w >= SIGN:
-        w = w >> 1
-        e += 1
-    if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
+    sign = (a ^ b) & SIGN
+    # the bits below w, fa * fb modulo 2**42, are those of middle below 2**16 and of ll
+    # below 2**26
+    if w < SIGN:  # the leading one at bit 62: 53 bits, then ten more
+        if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
+            return mul_slow(a, b)
+        w = w + 0x200
+        if (w << 54) == 0 and ((middle << 48) | (ll << 38)) == 0:
+            w = w & ~0x400  # exactly halfway: to even
+        return sign + (e << k52) + (w >> 10)
+    e += 1  # the leading one at bit 63: eleven bits below the 53
+    if e >= 0x7FD:
         return mul_slow(a, b)
-    w = w + 0x200
-    if (w << 54) == 0:
-        return mul_slow(a, b)
-    return ((a ^ b) & SIGN) + (e << 52) + (w >> 10)
+    w = w + 0x400
+    if (w << 53) == 0 and ((middle << 48) | (ll << 38)) == 0:
+        w = w & ~0x800
+    return sign + (e << k52) + (w >> 11)
 
 
 def mul_slow(a: int, b: int) -> int:
