@@ -441,14 +441,18 @@ def f64_mul(a: int, b: int) -> int:
         if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
             return mul_slow(a, b)
         w = w + 0x200
-        if (w << 54) == 0 and ((middle << 48) | (ll << 38)) == 0:
+        if (w << 54) != 0 or ((middle << 48) | (ll << 38)) != 0:
+            pass  # (the likely way first: it runs on without a jump)
+        else:
             w = w & ~0x400  # exactly halfway: to even
         return sign + (e << k52) + (w >> 10)
     e += 1  # the leading one at bit 63: eleven bits below the 53
     if e >= 0x7FD:
         return mul_slow(a, b)
     w = w + 0x400
-    if (w << 53) == 0 and ((middle << 48) | (ll << 38)) == 0:
+    if (w << 53) != 0 or ((middle << 48) | (ll << 38)) != 0:
+        pass  # (the likely way first: it runs on without a jump)
+    else:
         w = w & ~0x800
     return sign + (e << k52) + (w >> 11)
 
@@ -541,7 +545,9 @@ def f64_div(a: int, b: int) -> int:
     fa = (a & frac) | hidden
     fb = fb | hidden
     e = ea - eb + (BIAS - 1)  # the biased exponent less one, for fa >= fb
-    if fa < fb:
+    if fa >= fb:
+        pass  # (the likely ways first: they run on without a jump)
+    else:  # the quotient's first bit a one
         fa = fa << 1
         e -= 1
     if e >= 0x7FD:  # unsigned: also a negative exponent (a subnormal result)
