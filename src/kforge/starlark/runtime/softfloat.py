@@ -202,13 +202,15 @@ def f64_add(a: int, b: int) -> int:
             e += 1
     else:
         s = ma - mb
-        if s < (1 << 62):
-            if s < (1 << 61):  # two leading bits or more cancelled
-                return cancelled_difference(a, b, s)
-            if ex < 2:  # a subnormal result
-                return add_slow(a, b, 0)
+        if s >= (1 << 62):
+            pass  # (the likely ways first: they run on without a jump)
+        elif s >= (1 << 61) and ex >= 2:  # one leading bit cancelled
             s = s << 1
             e -= 1
+        elif s >= (1 << 61):  # a subnormal result
+            return add_slow(a, b, 0)
+        else:  # two leading bits or more cancelled
+            return cancelled_difference(a, b, s)
     s = s + 0x200
     if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
         if d >= 10:  # bits were lost in the alignment: the general code decides
@@ -259,13 +261,15 @@ def f64_sub(a: int, b: int) -> int:
             e += 1
     else:
         s = ma - mb
-        if s < (1 << 62):
-            if s < (1 << 61):  # two leading bits or more cancelled
-                return cancelled_difference(a, c, s)
-            if ex < 2:  # a subnormal result
-                return add_slow(a, c, 0)
+        if s >= (1 << 62):
+            pass  # (the likely ways first: they run on without a jump)
+        elif s >= (1 << 61) and ex >= 2:  # one leading bit cancelled
             s = s << 1
             e -= 1
+        elif s >= (1 << 61):  # a subnormal result
+            return add_slow(a, c, 0)
+        else:  # two leading bits or more cancelled
+            return cancelled_difference(a, c, s)
     s = s + 0x200
     if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
         if d >= 10:  # bits were lost in the alignment: the general code decides
