@@ -33,6 +33,7 @@ from kforge.starlark.runtime.intrinsics import (
     store,
     text,
 )
+from kforge.starlark.runtime.softfloat import NIBBLE_LENGTHS
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import big_lshift, int_from_word
@@ -68,8 +69,6 @@ SIGN: Final = 1 << 63
 INF: Final = 0x7FF0000000000000
 #: The exponent bias of doubles.
 BIAS: Final = 1023
-#: The bit lengths of 0 to 15, four bits each, that of 0 lowest.
-_NIBBLE_LENGTHS: Final = sum(i.bit_length() << (4 * i) for i in range(16))
 #: The biased exponent of 2**62: a float below it in magnitude truncates to a small int.
 _SMALL_EXPONENT: Final = 1023 + 62
 #: What every NaN and infinity hashes to (Go's constant).
@@ -455,7 +454,7 @@ def scaled_by_int(x: int, w: int, dividing: int) -> int:
     sign = w & SIGN
     m = w >> 1 if sign == 0 else (1 - w) >> 1  # the magnitude of (w - 1) / 2
     if m - 1 < 15 and (m & (m - 1)) == 0:  # 1, 2, 4 or 8
-        k = ((_NIBBLE_LENGTHS >> (m << 2)) & 15) - 1
+        k = ((NIBBLE_LENGTHS >> (m << 2)) & 15) - 1
         e = ((x >> 52) & 0x7FF) - 1
         if dividing:
             e = e - k
@@ -470,7 +469,7 @@ def scaled_by_int(x: int, w: int, dividing: int) -> int:
 
 def small_int_bits(w: int) -> int:
     """The double nearest the small int whose word is ``w``: below 2**53 in magnitude
-    exactly, from its bit length (below 16 read from the word ``_NIBBLE_LENGTHS``,
+    exactly, from its bit length (below 16 read from the word ``NIBBLE_LENGTHS``,
     above by a binary search down to such a nibble), above it by ``f64_from_word``."""
     sign = w & SIGN
     m = w >> 1 if sign == 0 else (1 - w) >> 1  # the magnitude of (w - 1) / 2
@@ -478,7 +477,7 @@ def small_int_bits(w: int) -> int:
     if m < 16:  # (each likely way written as the "then" part: it runs on without a jump)
         if m == 0:
             return 0
-        n = (_NIBBLE_LENGTHS >> (m << 2)) & 15  # the bit length of m
+        n = (NIBBLE_LENGTHS >> (m << 2)) & 15  # the bit length of m
         # the leading one at bit 52 adds one to the exponent field
         return sign + ((BIAS - 2 + n) << k52) + (m << (53 - n))
     if m >= (1 << 53):
@@ -505,7 +504,7 @@ def small_int_bits(w: int) -> int:
     else:
         t = t >> 4
         n += 4
-    n += (_NIBBLE_LENGTHS >> (t << 2)) & 15
+    n += (NIBBLE_LENGTHS >> (t << 2)) & 15
     return sign + ((BIAS - 2 + n) << k52) + (m << (53 - n))
 
 

@@ -49,6 +49,8 @@ DEFAULT_NAN: Final = 0xFFF8000000000000
 BIAS: Final = 1023
 INTEGRAL: Final = 1075
 _MASK32: Final = 0xFFFFFFFF
+#: The bit lengths of 0 to 15, four bits each, that of 0 lowest: a table in a word.
+NIBBLE_LENGTHS: Final = sum(i.bit_length() << (4 * i) for i in range(16))
 
 #: The low word of the last 128-bit product or square (see ``square_hi``).
 _float_low = Global(__name__)
@@ -207,9 +209,11 @@ def f64_add(a: int, b: int) -> int:
         elif s >= (1 << 61) and ex >= 2:  # one leading bit cancelled
             s = s << 1
             e -= 1
-        elif s >= (1 << 61):  # a subnormal result
-            return add_slow(a, b, 0)
-        else:  # two leading bits or more cancelled
+        elif s >= (1 << 57) and ex >= 6:  # two to five: exact (see cancelled_difference)
+            n = 6 - ((NIBBLE_LENGTHS >> ((s >> 57) << 2)) & 15)
+            s = s << n
+            e -= n
+        else:  # more, or a subnormal result
             return cancelled_difference(a, b, s)
     s = s + 0x200
     if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
@@ -266,9 +270,11 @@ def f64_sub(a: int, b: int) -> int:
         elif s >= (1 << 61) and ex >= 2:  # one leading bit cancelled
             s = s << 1
             e -= 1
-        elif s >= (1 << 61):  # a subnormal result
-            return add_slow(a, c, 0)
-        else:  # two leading bits or more cancelled
+        elif s >= (1 << 57) and ex >= 6:  # two to five: exact (see cancelled_difference)
+            n = 6 - ((NIBBLE_LENGTHS >> ((s >> 57) << 2)) & 15)
+            s = s << n
+            e -= n
+        else:  # more, or a subnormal result
             return cancelled_difference(a, c, s)
     s = s + 0x200
     if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
@@ -281,9 +287,11 @@ def f64_sub(a: int, b: int) -> int:
 def cancelled_difference(a: int, b: int, s: int) -> int:
     """``a + b`` for normal operands of opposite signs, ``a`` the larger in magnitude,
     whose exponents are at most one apart, from the difference ``s`` of their
-    significands aligned as ``f64_add`` aligns them, which has lost two leading bits or
+    significands aligned as ``f64_add`` aligns them, which has lost one leading bit or
     more: no bit was shifted out (the significands have ten zero bits below them), so
-    the difference is exact, and only moves up to its place."""
+    the difference is exact, and only moves up to its place.  (``f64_add`` itself
+    moves a difference that lost up to five bits, its top four bits' length read from
+    ``NIBBLE_LENGTHS``, when the result stays normal.)"""
     if s == 0:
         return 0  # x - x is +0 when rounding to nearest
     n = 0
