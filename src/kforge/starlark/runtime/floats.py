@@ -26,6 +26,7 @@ from kforge.starlark import layout as L
 from kforge.starlark.runtime.intrinsics import (
     heap_limit,
     heap_pointer,
+    inline,
     load,
     sar,
     set_heap_pointer,
@@ -50,7 +51,9 @@ if TYPE_CHECKING:
     from kforge.starlark.runtime.generated import gc_alloc
     from kforge.starlark.runtime.ints import add, inplace_add, mul, sub, truediv
     from kforge.starlark.runtime.softfloat import (
+        add_fast,
         clz64,
+        div_fast,
         f64_add,
         f64_div,
         f64_floor,
@@ -62,6 +65,8 @@ if TYPE_CHECKING:
         f64_sub,
         f64_trunc,
         is_nan,
+        mul_fast,
+        sub_fast,
     )
     from kforge.starlark.runtime.values import error_with_type, int_hash, mix, tag_of
 
@@ -102,6 +107,7 @@ def float_new(bits: int) -> int:
     return p
 
 
+@inline
 def is_float(v: int) -> int:
     return (v & 1) == 0 and (load(v) & L.TAG_MASK) == L.TAG_FLOAT
 
@@ -307,18 +313,22 @@ def number_add(a: int, b: int) -> int:
     # (each likely way written as the "then" part: it runs on without a jump)
     if (a | b) & 1 == 0:  # two objects: two floats?
         if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
-            r = f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+            x = load(a + L.FLOAT_BITS)
+            y = load(b + L.FLOAT_BITS)
         else:
             return add(a, b)
     elif a & 1:  # (two small ints come here when their sum overflows a small int)
         if (b & 1) == 0 and (load(b) & mask) == tag:
-            r = f64_add(small_int_bits(a), load(b + L.FLOAT_BITS))
+            x = small_int_bits(a)
+            y = load(b + L.FLOAT_BITS)
         else:
             return add(a, b)
     elif (load(a) & mask) == tag:
-        r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
+        x = load(a + L.FLOAT_BITS)
+        y = small_int_bits(b)
     else:
         return add(a, b)
+    r = add_fast(x, y)
     p = heap_pointer()
     q = p + L.FLOAT_SIZE
     if q <= bump_end.value and q <= heap_limit():
@@ -335,18 +345,22 @@ def number_inplace_add(a: int, b: int) -> int:
     # (each likely way written as the "then" part: it runs on without a jump)
     if (a | b) & 1 == 0:  # two objects: two floats?
         if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
-            r = f64_add(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+            x = load(a + L.FLOAT_BITS)
+            y = load(b + L.FLOAT_BITS)
         else:
             return inplace_add(a, b)
     elif a & 1:  # (two small ints come here when their sum overflows a small int)
         if (b & 1) == 0 and (load(b) & mask) == tag:
-            r = f64_add(small_int_bits(a), load(b + L.FLOAT_BITS))
+            x = small_int_bits(a)
+            y = load(b + L.FLOAT_BITS)
         else:
             return inplace_add(a, b)
     elif (load(a) & mask) == tag:
-        r = f64_add(load(a + L.FLOAT_BITS), small_int_bits(b))
+        x = load(a + L.FLOAT_BITS)
+        y = small_int_bits(b)
     else:
         return inplace_add(a, b)
+    r = add_fast(x, y)
     p = heap_pointer()
     q = p + L.FLOAT_SIZE
     if q <= bump_end.value and q <= heap_limit():
@@ -363,18 +377,22 @@ def number_sub(a: int, b: int) -> int:
     # (each likely way written as the "then" part: it runs on without a jump)
     if (a | b) & 1 == 0:  # two objects: two floats?
         if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
-            r = f64_sub(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+            x = load(a + L.FLOAT_BITS)
+            y = load(b + L.FLOAT_BITS)
         else:
             return sub(a, b)
     elif a & 1:  # (two small ints come here when their sum overflows a small int)
         if (b & 1) == 0 and (load(b) & mask) == tag:
-            r = f64_sub(small_int_bits(a), load(b + L.FLOAT_BITS))
+            x = small_int_bits(a)
+            y = load(b + L.FLOAT_BITS)
         else:
             return sub(a, b)
     elif (load(a) & mask) == tag:
-        r = f64_sub(load(a + L.FLOAT_BITS), small_int_bits(b))
+        x = load(a + L.FLOAT_BITS)
+        y = small_int_bits(b)
     else:
         return sub(a, b)
+    r = sub_fast(x, y)
     p = heap_pointer()
     q = p + L.FLOAT_SIZE
     if q <= bump_end.value and q <= heap_limit():
@@ -391,7 +409,7 @@ def number_mul(a: int, b: int) -> int:
     # (each likely way written as the "then" part: it runs on without a jump)
     if (a | b) & 1 == 0:  # two objects: two floats?
         if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0:
-            r = f64_mul(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+            r = mul_fast(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
         else:
             return mul(a, b)
     elif a & 1:  # (two small ints come here when their sum overflows a small int)
@@ -420,7 +438,7 @@ def number_truediv(a: int, b: int) -> int:
     tag = _FLOAT
     if (a | b) & 1 == 0:  # two objects: two floats, the divisor not zero?
         if ((load(a) ^ tag) | (load(b) ^ tag)) & mask == 0 and (load(b + L.FLOAT_BITS) << 1) != 0:
-            r = f64_div(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
+            r = div_fast(load(a + L.FLOAT_BITS), load(b + L.FLOAT_BITS))
         else:
             return truediv(a, b)
     elif b & 1:  # by a small int

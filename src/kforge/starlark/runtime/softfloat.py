@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Final
 
 from kforge.starlark import layout as L
-from kforge.starlark.runtime.intrinsics import Global, sar, slt
+from kforge.starlark.runtime.intrinsics import Global, inline, sar, slt
 
 SIGN: Final = 1 << 63
 EXP_MASK: Final = 0x7FF
@@ -154,18 +154,26 @@ def subnormal_significand(frac: int) -> int:
 
 # -- addition and subtraction --------------------------------------------------------------
 #
-# The fast path takes two normal operands whose exponents are less than 62 apart and
-# whose sum neither cancels more than one leading bit nor overflows the exponents: the
-# larger magnitude's significand and the other's, aligned (bits shifted out are lost),
-# are added or subtracted with their leading ones at bit 62, the result moved by at most
-# one place, and rounded.  Bits are lost in the alignment only when the exponents are
-# ten or more apart (the significand has eleven zero bits below it), and they matter
-# only when the bits below the kept 53 are exactly one half (the result is then a hair
-# either side of a tie): that case, and every other, goes to ``add_slow``, the general
-# code.
+# The fast path (``add_fast`` and ``sub_fast``, ``@inline``: copied into ``f64_add``,
+# ``f64_sub`` and the operators) takes two normal operands whose exponents are less than
+# 62 apart and whose sum does not overflow: the larger magnitude's significand and the
+# other's, aligned (bits shifted out are lost), are added or subtracted with their
+# leading ones at bit 62, the result moved into place and rounded.  Bits are lost in
+# the alignment only when the exponents are ten or more apart (the significands have
+# eleven zero bits below them), and they matter only when the bits below the kept 53
+# are exactly one half (the result is then a hair either side of a tie): that case goes
+# to ``add_slow``, the general code, as do zeros, subnormals, infinities and NaNs.  A
+# difference that cancels more than one leading bit is exact (the exponents are then at
+# most one apart): up to five bits are made up here, more by ``cancelled_difference``.
 
 
 def f64_add(a: int, b: int) -> int:
+    return add_fast(a, b)
+
+
+@inline
+def add_fast(a: int, b: int) -> int:
+    """``f64_add``, copied into the operators that add (see the section's head)."""
     a2 = a << 1
     b2 = b << 1
     top = 0x7FE << 53
@@ -224,7 +232,12 @@ def f64_add(a: int, b: int) -> int:
 
 
 def f64_sub(a: int, b: int) -> int:
-    """``a - b``: ``f64_add`` with ``b`` negated (written out for speed), but for the
+    return sub_fast(a, b)
+
+
+@inline
+def sub_fast(a: int, b: int) -> int:
+    """``a - b``: ``add_fast`` with ``b`` negated (written out for speed), but for the
     sign of a NaN ``b``, which the result keeps."""
     c = b ^ SIGN
     a2 = a << 1
@@ -410,7 +423,12 @@ def subtract_magnitudes(a: int, b: int, ea: int, eb: int) -> int:
 
 
 def f64_mul(a: int, b: int) -> int:
-    """``a * b``.  The fast path takes two normal operands whose product is normal: the
+    return mul_fast(a, b)
+
+
+@inline
+def mul_fast(a: int, b: int) -> int:
+    """``a * b`` (``f64_mul``, copied into the operator).  The fast path takes two normal operands whose product is normal: the
     product of the 53-bit significands, split into halves of 27 and 26 bits (four
     products that fit a word), is kept to its top 64 bits and rounded there; the bits
     below (read again from the partial products) matter only when the kept ones end in
@@ -532,7 +550,12 @@ def mul_slow(a: int, b: int) -> int:
 
 
 def f64_div(a: int, b: int) -> int:
-    """``a / b``.  The fast path takes two normal operands whose quotient is normal: long
+    return div_fast(a, b)
+
+
+@inline
+def div_fast(a: int, b: int) -> int:
+    """``a / b`` (``f64_div``, copied into the operator).  The fast path takes two normal operands whose quotient is normal: long
     division of the significands, eleven bits at a time (the remainder is below the
     53-bit divisor, so eleven more bits still fit a word), to 55 bits, rounded.  No
     quotient of two doubles lies exactly halfway between two doubles (that would make
@@ -719,6 +742,7 @@ def square_hi(q: int) -> int:
 # -- comparison ----------------------------------------------------------------------------
 
 
+@inline
 def f64_order(a: int, b: int) -> int:
     """-1, 0 or 1: Starlark's total order of floats, where every NaN equals every other
     and comes after +inf, and -0 equals +0.  Without NaNs, the bits of two positive
