@@ -74,6 +74,9 @@ SIGN: Final = 1 << 63
 INF: Final = 0x7FF0000000000000
 #: The exponent bias of doubles.
 BIAS: Final = 1023
+#: One more than the power of two that 1, 2, 4 and 8 are, four bits for each of 0 to
+#: 15 (that of 0 lowest; 0 for the others): a table in a word.
+_POWERS_OF_TWO: Final = sum((k + 1) << (4 << k) for k in range(4))
 #: The biased exponent of 2**62: a float below it in magnitude truncates to a small int.
 _SMALL_EXPONENT: Final = 1023 + 62
 #: What every NaN and infinity hashes to (Go's constant).
@@ -466,20 +469,19 @@ def number_truediv(a: int, b: int) -> int:
 
 def scaled_by_int(x: int, w: int, dividing: int) -> int:
     """``x * n``, or ``x / n`` when ``dividing`` (``n`` not 0), for the double ``x`` and
-    the small int ``n`` whose word is ``w``: by a power of two below 16 (halving,
-    doubling), ``x``'s exponent moves, if ``x`` and the result are normal numbers;
-    else the soft-float operation on ``n``'s double."""
-    sign = w & SIGN
-    m = w >> 1 if sign == 0 else (1 - w) >> 1  # the magnitude of (w - 1) / 2
-    if m - 1 < 15 and (m & (m - 1)) == 0:  # 1, 2, 4 or 8
-        k = ((NIBBLE_LENGTHS >> (m << 2)) & 15) - 1
-        e = ((x >> 52) & 0x7FF) - 1
-        if dividing:
-            e = e - k
-        if e < 0x7FE - k:
+    the small int ``n`` whose word is ``w``: by 1, 2, 4 or 8 (halving, doubling), ``x``'s
+    exponent moves, if ``x`` and the result are normal numbers; else the soft-float
+    operation on ``n``'s double."""
+    m = w >> 1  # (a negative int's is above 2**62)
+    if m < 16:
+        t = (_POWERS_OF_TWO >> (m << 2)) & 15
+        if t != 0:
+            k = t - 1
             if dividing:
-                return (x - (k << 52)) ^ sign
-            return (x + (k << 52)) ^ sign
+                k = 0 - k
+            e = ((x >> 52) & 0x7FF) - 1
+            if e < 0x7FE and e + k < 0x7FE:
+                return x + (k << 52)
     if dividing:
         return f64_div(x, small_int_bits(w))
     return f64_mul(x, small_int_bits(w))
