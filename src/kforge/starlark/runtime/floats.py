@@ -305,9 +305,25 @@ def float_abs(a: int) -> int:
 
 
 # The operators as the compiled code of a program with floats calls them (when its
-# inline small-int paths do not apply): a float and a float or a small int first, the
-# new float's allocation written out (no call on the way but the soft-float
-# function's), anything else as before.
+# inline small-int paths do not apply): a float and a float or a small int first, with
+# the soft-float fast path and the new float's allocation copied in (no call on the
+# way), anything else as before.  Each operator tests its operands itself: a shared
+# test would have to say which of its four answers it found, and the operator to look
+# at that answer again, a few ticks on every operation.
+
+
+@inline
+def new_float(bits: int, header: int) -> int:
+    """``float_new``, the likely way of its allocation copied in; ``header`` is a
+    float's header word, ``TAG_FLOAT``, which the operators hold in a register."""
+    p = heap_pointer()
+    q = p + L.FLOAT_SIZE
+    if q <= bump_end.value and q <= heap_limit():
+        set_heap_pointer(q)
+        store(p, header)
+        store(p + L.FLOAT_BITS, bits)
+        return p
+    return float_new(bits)
 
 
 def number_add(a: int, b: int) -> int:
@@ -332,14 +348,7 @@ def number_add(a: int, b: int) -> int:
     else:
         return add(a, b)
     r = add_fast(x, y)
-    p = heap_pointer()
-    q = p + L.FLOAT_SIZE
-    if q <= bump_end.value and q <= heap_limit():
-        set_heap_pointer(q)
-        store(p, tag)
-        store(p + L.FLOAT_BITS, r)
-        return p
-    return float_new(r)
+    return new_float(r, tag)
 
 
 def number_inplace_add(a: int, b: int) -> int:
@@ -364,14 +373,7 @@ def number_inplace_add(a: int, b: int) -> int:
     else:
         return inplace_add(a, b)
     r = add_fast(x, y)
-    p = heap_pointer()
-    q = p + L.FLOAT_SIZE
-    if q <= bump_end.value and q <= heap_limit():
-        set_heap_pointer(q)
-        store(p, tag)
-        store(p + L.FLOAT_BITS, r)
-        return p
-    return float_new(r)
+    return new_float(r, tag)
 
 
 def number_sub(a: int, b: int) -> int:
@@ -396,14 +398,7 @@ def number_sub(a: int, b: int) -> int:
     else:
         return sub(a, b)
     r = sub_fast(x, y)
-    p = heap_pointer()
-    q = p + L.FLOAT_SIZE
-    if q <= bump_end.value and q <= heap_limit():
-        set_heap_pointer(q)
-        store(p, tag)
-        store(p + L.FLOAT_BITS, r)
-        return p
-    return float_new(r)
+    return new_float(r, tag)
 
 
 def number_mul(a: int, b: int) -> int:
@@ -424,14 +419,7 @@ def number_mul(a: int, b: int) -> int:
         r = scaled_by_int(load(a + L.FLOAT_BITS), b, 0)
     else:
         return mul(a, b)
-    p = heap_pointer()
-    q = p + L.FLOAT_SIZE
-    if q <= bump_end.value and q <= heap_limit():
-        set_heap_pointer(q)
-        store(p, tag)
-        store(p + L.FLOAT_BITS, r)
-        return p
-    return float_new(r)
+    return new_float(r, tag)
 
 
 def number_truediv(a: int, b: int) -> int:
@@ -457,14 +445,7 @@ def number_truediv(a: int, b: int) -> int:
         r = f64_div(small_int_bits(a), load(b + L.FLOAT_BITS))
     else:
         return truediv(a, b)
-    p = heap_pointer()
-    q = p + L.FLOAT_SIZE
-    if q <= bump_end.value and q <= heap_limit():
-        set_heap_pointer(q)
-        store(p, tag)
-        store(p + L.FLOAT_BITS, r)
-        return p
-    return float_new(r)
+    return new_float(r, tag)
 
 
 def scaled_by_int(x: int, w: int, dividing: int) -> int:

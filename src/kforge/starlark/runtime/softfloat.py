@@ -154,8 +154,8 @@ def subnormal_significand(frac: int) -> int:
 
 # -- addition and subtraction --------------------------------------------------------------
 #
-# The fast path (``add_fast`` and ``sub_fast``, ``@inline``: copied into ``f64_add``,
-# ``f64_sub`` and the operators) takes two normal operands whose exponents are less than
+# The fast path (``sum_fast``, by way of ``add_fast`` and ``sub_fast``, ``@inline``: copied
+# into ``f64_add``, ``f64_sub`` and the operators) takes two normal operands whose exponents are less than
 # 62 apart and whose sum does not overflow: the larger magnitude's significand and the
 # other's, aligned (bits shifted out are lost), are added or subtracted with their
 # leading ones at bit 62, the result moved into place and rounded.  Bits are lost in
@@ -174,13 +174,27 @@ def f64_add(a: int, b: int) -> int:
 @inline
 def add_fast(a: int, b: int) -> int:
     """``f64_add``, copied into the operators that add (see the section's head)."""
+    return sum_fast(a, b, 0)
+
+
+@inline
+def sub_fast(a: int, b: int) -> int:
+    """``f64_sub``: ``a`` plus ``b`` negated, but for the sign of a NaN ``b``, which the
+    result keeps."""
+    return sum_fast(a, b ^ SIGN, 1)
+
+
+@inline
+def sum_fast(a: int, b: int, subtracting: int) -> int:
+    """``a + b``, where ``b`` is negated already when ``subtracting`` (which only the
+    NaNs' signs need to know)."""
     a2 = a << 1
     b2 = b << 1
     top = 0x7FE << 53
     if a2 >= top:  # an infinity or a NaN (or a sum that might overflow)
-        return add_slow(a, b, 0)
+        return add_slow(a, b, subtracting)
     if b2 >= top:
-        return add_slow(a, b, 0)
+        return add_slow(a, b, subtracting)
     # now the sum does not depend on the operands' order: the larger magnitude first
     # (each likely way written as the "then" part: it runs on without a jump)
     if a2 >= b2:
@@ -233,68 +247,6 @@ def add_fast(a: int, b: int) -> int:
 
 def f64_sub(a: int, b: int) -> int:
     return sub_fast(a, b)
-
-
-@inline
-def sub_fast(a: int, b: int) -> int:
-    """``a - b``: ``add_fast`` with ``b`` negated (written out for speed), but for the
-    sign of a NaN ``b``, which the result keeps."""
-    c = b ^ SIGN
-    a2 = a << 1
-    b2 = c << 1
-    top = 0x7FE << 53
-    if a2 >= top:  # an infinity or a NaN (or a sum that might overflow)
-        return add_slow(a, c, 1)
-    if b2 >= top:
-        return add_slow(a, c, 1)
-    # now the sum does not depend on the operands' order: the larger magnitude first
-    # (each likely way written as the "then" part: it runs on without a jump)
-    if a2 >= b2:
-        pass
-    else:
-        t = a
-        a = c
-        c = t
-        t = a2
-        a2 = b2
-        b2 = t
-    k53 = 53
-    ex = a2 >> k53
-    ey = b2 >> k53
-    if ey == 0:
-        return add_slow(a, c, 0)
-    d = ex - ey
-    if d >= 62:
-        return a  # the other is below a quarter of a's last place: a is the nearest
-    k11 = 11
-    ma = ((a << k11) | SIGN) >> 1
-    mb = ((c << k11) | SIGN) >> (d + 1)
-    k52 = 52
-    e = (a >> k52) - 1  # the sign, and the biased exponent less one (see round_pack)
-    if (a ^ c) < SIGN:
-        s = ma + mb
-        if s >= SIGN:
-            s = s >> 1
-            e += 1
-    else:
-        s = ma - mb
-        if s >= (1 << 62):
-            pass  # (the likely ways first: they run on without a jump)
-        elif s >= (1 << 61) and ex >= 2:  # one leading bit cancelled
-            s = s << 1
-            e -= 1
-        elif s >= (1 << 57) and ex >= 6:  # two to five: exact (see cancelled_difference)
-            n = 6 - ((NIBBLE_LENGTHS >> ((s >> 57) << 2)) & 15)
-            s = s << n
-            e -= n
-        else:  # more, or a subnormal result
-            return cancelled_difference(a, c, s)
-    s = s + 0x200
-    if (s << 54) == 0:  # exactly one half below the last place, give or take lost bits
-        if d >= 10:  # bits were lost in the alignment: the general code decides
-            return add_slow(a, c, 0)
-        s = s & ~0x400  # a tie: to even
-    return (e << k52) + (s >> 10)
 
 
 def cancelled_difference(a: int, b: int, s: int) -> int:
