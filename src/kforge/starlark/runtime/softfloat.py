@@ -259,16 +259,10 @@ def cancelled_difference(a: int, b: int, s: int) -> int:
     ``NIBBLE_LENGTHS``, when the result stays normal.)"""
     if s == 0:
         return 0  # x - x is +0 when rounding to nearest
-    n = 0
-    while s < (1 << 55):
-        s = s << 8
-        n += 8
-    while s < (1 << 62):
-        s = s << 1
-        n += 1
+    n = clz64(s) - 1  # the places up to bit 62
     if n >= (a << 1) >> 53:  # the exponent would fall below the normal ones
         return add_slow(a, b, 0)
-    return (((a >> 52) - 1 - n) << 52) + (s >> 10)
+    return (((a >> 52) - 1 - n) << 52) + ((s << n) >> 10)
 
 
 def add_slow(a: int, b: int, subtracting: int) -> int:
