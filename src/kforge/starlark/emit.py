@@ -36,6 +36,7 @@ from kforge.program import ForgeProgram
 from kforge.starlark import layout as L
 from kforge.starlark.data import DataLayout, Record, words
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc, Term
+from kforge.starlark.lowlevel import global_item
 from kforge.starlark.regalloc import Allocation, allocate, block_order
 from kforge.starlark.regs import (
     ALL_CLOBBERED,
@@ -71,13 +72,14 @@ GC_ALLOC: Final = "gc_alloc"
 #: if the heap pointer went down (the check is worth making again), else 0.
 GC_ROOM: Final = "gc_room"
 GC_TAKE: Final = "gc_take_free"
+_GC: Final = "kforge.starlark.runtime.gc"
 #: The data item through which the collector moves ``LIM`` (see ``runtime/gc.py``).
-LIMIT_SHIFT: Final = "g:kforge.starlark.runtime.gc._limit_shift"
-HEADROOM: Final = "g:kforge.starlark.runtime.gc._headroom"
+LIMIT_SHIFT: Final = global_item(_GC, "_limit_shift")
+HEADROOM: Final = global_item(_GC, "_headroom")
 #: How far ``LIM`` is kept below the stack's limit while the bump region is a free run
 #: below the top of the heap, and that region's base as ``LIM`` last counted it.
-GAP: Final = "g:kforge.starlark.runtime.gc._gap"
-REGION_BASE: Final = "g:kforge.starlark.runtime.gc._region_base"
+GAP: Final = global_item(_GC, "_gap")
+REGION_BASE: Final = global_item(_GC, "_region_base")
 GC_SLOW: Final = "gc_alloc_slow"
 OUT_OF_MEMORY: Final = "out_of_memory"
 GC_ALLOC_CLOBBER: Final = (1 << RESULT) | (1 << SCRATCH_A) | (1 << SCRATCH_B)
@@ -136,8 +138,8 @@ EMERGENCY_RESERVE: Final = 4096
 FAULT_NO_MEMORY: Final = 2
 #: Data items where the start code saves the environment block's address and length.
 ENVIRONMENT_WORDS: Final = (
-    "g:kforge.starlark.runtime.core.environment_address",
-    "g:kforge.starlark.runtime.core.environment_length",
+    global_item("kforge.starlark.runtime.core", "environment_address"),
+    global_item("kforge.starlark.runtime.core", "environment_length"),
 )
 
 
