@@ -162,8 +162,8 @@ def alloc_elsewhere(need: int, top_too: int) -> int:
     pins) rises only when nothing below it fits: the first free run of ``REGION_MIN``
     bytes or more that fits becomes the bump region; failing that, the first run that
     fits is cut to size; failing that, the top of the heap is the bump region again
-    (if ``top_too``).  0 if even the top has no room.  ``need`` 0 only moves the bump region to the first
-    run of ``REGION_MIN`` bytes, if there is one."""
+    (if ``top_too``).  0 if even the top has no room.  ``need`` 0 only moves the bump
+    region to the first run of ``REGION_MIN`` bytes, if there is one."""
     wanted = need
     if wanted < REGION_MIN:
         wanted = REGION_MIN
@@ -437,10 +437,7 @@ def gc_collect() -> int:
     sweep(base, top)
     heap_floor.value = heap_pointer()
     # the reserve may become heap once the limit rises again, and fresh heap is zeros
-    p = heap_limit() + GC_BITMAP
-    while p < heap_limit() + GC_AREA_END:
-        store(p, 0)
-        p += 8
+    zero_words(heap_limit() + GC_BITMAP, heap_limit() + GC_AREA_END)
     return 1
 
 
@@ -617,20 +614,8 @@ def sweep(base: int, top: int) -> None:
             continue
         start = q
         while q < top and (load(q) & L.FLAG_MARK) == 0:
-            end = q + block_size(q)
-            while q + 64 <= end:  # eight words a turn: dead strings are long
-                store(q, 0)
-                store(q + 8, 0)
-                store(q + 16, 0)
-                store(q + 24, 0)
-                store(q + 32, 0)
-                store(q + 40, 0)
-                store(q + 48, 0)
-                store(q + 56, 0)
-                q += 64
-            while q < end:
-                store(q, 0)
-                q += 8
+            q += block_size(q)
+        zero_words(start, q)  # the dead run at once
         if q == top:
             set_heap_pointer(start)
             break
@@ -647,6 +632,6 @@ def sweep(base: int, top: int) -> None:
 
 
 if TYPE_CHECKING:
-    from kforge.starlark.runtime.core import _in_error
+    from kforge.starlark.runtime.core import _in_error, zero_words
     from kforge.starlark.runtime.generated import gc_alloc
     from kforge.starlark.runtime.softfloat import clz64
