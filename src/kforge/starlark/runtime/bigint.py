@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         buf_reserve,
         error,
     )
+    from kforge.starlark.runtime.softfloat import clz64
 
 #: The base of the chunks a decimal conversion divides off (the largest power of ten
 #: below 2**32).
@@ -550,7 +551,7 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
     # normalize: shift both so that the divisor's top limb has its high bit set; each
     # estimated quotient digit is then at most 2 too large, and the test on the next
     # limb below leaves it at most 1 too large
-    s = leading_zeros_limb(load(q + span - 8))
+    s = clz64(load(q + span - 8)) - 32  # a limb's leading zeros, in 32 bits
     u = work
     v = work + ((n + 1) << 3)
     shift_limbs_left(v, q, m, s)
@@ -593,26 +594,6 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
             a += step
             remainder += step
     return nonzero != 0
-
-
-def leading_zeros_limb(x: int) -> int:
-    """The number of leading zero bits of the non-zero limb ``x`` (in 32 bits)."""
-    count = 0
-    if x < (1 << 16):
-        x = x << 16
-        count = 16
-    if x < (1 << 24):
-        x = x << 8
-        count += 8
-    if x < (1 << 28):
-        x = x << 4
-        count += 4
-    if x < (1 << 30):
-        x = x << 2
-        count += 2
-    if x < (1 << 31):
-        count += 1
-    return count
 
 
 def mag_submul(a: int, v: int, m: int, factor: int) -> int:

@@ -154,17 +154,18 @@ def subnormal_significand(frac: int) -> int:
 
 # -- addition and subtraction --------------------------------------------------------------
 #
-# The fast path (``sum_fast``, by way of ``add_fast`` and ``sub_fast``, ``@inline``: copied
-# into ``f64_add``, ``f64_sub`` and the operators) takes two normal operands whose exponents are less than
-# 62 apart and whose sum does not overflow: the larger magnitude's significand and the
-# other's, aligned (bits shifted out are lost), are added or subtracted with their
-# leading ones at bit 62, the result moved into place and rounded.  Bits are lost in
-# the alignment only when the exponents are ten or more apart (the significands have
-# eleven zero bits below them), and they matter only when the bits below the kept 53
-# are exactly one half (the result is then a hair either side of a tie): that case goes
-# to ``add_slow``, the general code, as do zeros, subnormals, infinities and NaNs.  A
-# difference that cancels more than one leading bit is exact (the exponents are then at
-# most one apart): up to five bits are made up here, more by ``cancelled_difference``.
+# The fast path (``sum_fast``, by way of ``add_fast`` and ``sub_fast``, ``@inline``:
+# copied into ``f64_add``, ``f64_sub`` and the operators) takes two normal operands
+# whose exponents are less than 62 apart and whose sum does not overflow: the larger
+# magnitude's significand and the other's, aligned (bits shifted out are lost), are
+# added or subtracted with their leading ones at bit 62, the result moved into place and
+# rounded.  Bits are lost in the alignment only when the exponents are ten or more apart
+# (the significands have eleven zero bits below them), and they matter only when the
+# bits below the kept 53 are exactly one half (the result is then a hair either side of
+# a tie): that case goes to ``add_slow``, the general code, as do zeros, subnormals,
+# infinities and NaNs.  A difference that cancels more than one leading bit is exact
+# (the exponents are then at most one apart): up to five bits are made up here, more by
+# ``cancelled_difference``.
 
 
 def f64_add(a: int, b: int) -> int:
@@ -374,12 +375,12 @@ def f64_mul(a: int, b: int) -> int:
 
 @inline
 def mul_fast(a: int, b: int) -> int:
-    """``a * b`` (``f64_mul``, copied into the operator).  The fast path takes two normal operands whose product is normal: the
-    product of the 53-bit significands, split into halves of 27 and 26 bits (four
-    products that fit a word), is kept to its top 64 bits and rounded there; the bits
-    below (read again from the partial products) matter only when the kept ones end in
-    exactly one half, a tie, which short significands (small ints, 0.5, 2.5) often
-    make.  Every other case goes to ``mul_slow``."""
+    """``a * b`` (``f64_mul``, copied into the operator).  The fast path takes two normal
+    operands whose product is normal: the product of the 53-bit significands, split into
+    halves of 27 and 26 bits (four products that fit a word), is kept to its top 64 bits
+    and rounded there; the bits below (read again from the partial products) matter only
+    when the kept ones end in exactly one half, a tie, which short significands (small
+    ints, 0.5, 2.5) often make.  Every other case goes to ``mul_slow``."""
     k52 = 52
     mask = EXP_MASK
     ea = (a >> k52) & mask
@@ -501,12 +502,13 @@ def f64_div(a: int, b: int) -> int:
 
 @inline
 def div_fast(a: int, b: int) -> int:
-    """``a / b`` (``f64_div``, copied into the operator).  The fast path takes two normal operands whose quotient is normal: long
-    division of the significands, eleven bits at a time (the remainder is below the
-    53-bit divisor, so eleven more bits still fit a word), to 55 bits, rounded.  No
-    quotient of two doubles lies exactly halfway between two doubles (that would make
-    ``fa * 2**53`` an odd multiple of ``fb``, which has fewer than 53 factors of two),
-    so the bits below the rounding bit never decide it and the remainder is not kept."""
+    """``a / b`` (``f64_div``, copied into the operator).  The fast path takes two normal
+    operands whose quotient is normal: long division of the significands, eleven bits at
+    a time (the remainder is below the 53-bit divisor, so eleven more bits still fit a
+    word), to 55 bits, rounded.  No quotient of two doubles lies exactly halfway between
+    two doubles (that would make ``fa * 2**53`` an odd multiple of ``fb``, which has
+    fewer than 53 factors of two), so the bits below the rounding bit never decide it
+    and the remainder is not kept."""
     k52 = 52
     mask = EXP_MASK
     ea = (a >> k52) & mask
