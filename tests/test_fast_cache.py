@@ -6,15 +6,22 @@ import json
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from kforge.cli import main
 from kforge.fast import FastTier, ModuleCache, default_data_dir
 from kforge.fast import tiering as tiering_module
-from kforge.fast.cache import DEFAULT_MAX_BYTES, MAX_BYTES_ENVIRONMENT, configured_max_bytes
+from kforge.fast.cache import (
+    DEFAULT_MAX_BYTES,
+    MAGIC,
+    MAX_BYTES_ENVIRONMENT,
+    configured_max_bytes,
+)
 from kforge.isa import Instruction, Opcode
 from kforge.machine import Machine, MachineState
 from kforge.program import ForgeProgram
+from kforge.sealed import seal, unseal
 
 PROGRAM = ForgeProgram(
     (
@@ -39,10 +46,11 @@ def _cache_file(data_dir: Path) -> Path:
 
 
 def _forbid_compiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_: object) -> str:
+    def refuse(*_: object, **__: object) -> str:
         raise AssertionError("the compiler ran although the module was cached")
 
     monkeypatch.setattr(tiering_module, "generate_wat", refuse)
+    monkeypatch.setattr(tiering_module, "plan_program", refuse)
 
 
 def test_a_compiled_module_is_reused_by_the_next_process(
@@ -56,6 +64,24 @@ def test_a_compiled_module_is_reused_by_the_next_process(
         _run_fast(tier)
 
 
+def test_a_cache_file_whose_facts_do_not_fit_the_program_is_a_miss(tmp_path: Path) -> None:
+    with FastTier(tmp_path) as tier:
+        _run_fast(tier)
+    path = _cache_file(tmp_path)
+    facts = msgpack.unpackb(unseal(MAGIC, path.read_bytes()))
+    assert facts[0] == b"\x01\x00\x00" and facts[1] is False and facts[2] == bytes([1, 2])
+    for wrong in (
+        [b"\x01\x00", *facts[1:]],  # enterable flags for two instructions, not three
+        [b"\x01\x00\x07", *facts[1:]],  # a flag that is neither 0 nor 1
+        [facts[0], facts[1], bytes([2, 1]), facts[3]],  # registers out of order
+        facts[:3],
+    ):
+        path.write_bytes(seal(MAGIC, msgpack.packb(wrong)))
+        with FastTier(tmp_path) as tier:
+            _run_fast(tier)
+        assert msgpack.unpackb(unseal(MAGIC, path.read_bytes())) == facts  # rebuilt
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -63,7 +89,7 @@ def test_a_compiled_module_is_reused_by_the_next_process(
         lambda blob: blob[: len(blob) // 2],
         lambda blob: blob[:-1] + bytes([blob[-1] ^ 1]),
         lambda blob: b"not a module at all",
-        lambda blob: b"KFWASM01" + bytes(32) + blob[40:],
+        lambda blob: blob[:8] + bytes(32) + blob[40:],
         lambda blob: blob[:40] + bytes(len(blob) - 40),
     ],
     ids=["empty", "truncated", "flipped-bit", "garbage", "wrong-checksum", "zeroed-payload"],

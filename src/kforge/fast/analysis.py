@@ -51,6 +51,7 @@ __all__ = [
     "Block",
     "ProgramPlan",
     "Region",
+    "RunFacts",
     "plan_program",
     "used_registers",
 ]
@@ -114,6 +115,21 @@ class Region:
 
 
 @dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What running compiled code needs to know of its program (the rest of the plan
+    serves only the compiler): kept on disk with the module, so that a program whose
+    module is loaded from there is not analysed again."""
+
+    code: tuple[Instruction, ...]
+    #: ``enterable[pc]`` is 1 when compiled code can start at ``pc`` (a compiled block's leader).
+    enterable: bytes
+    #: Whether the program holds a TICK instruction.
+    has_tick: bool
+    #: Registers some instruction names (the only ones compiled code reads or writes).
+    used_registers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ProgramPlan:
     """The blocks of a program and what the compiler and host need to know of them."""
 
@@ -132,6 +148,9 @@ class ProgramPlan:
     has_tick: bool
     #: Registers some instruction names (the only ones compiled code reads or writes).
     used_registers: tuple[int, ...]
+
+    def run_facts(self) -> RunFacts:
+        return RunFacts(self.code, self.enterable, self.has_tick, self.used_registers)
 
     def block_of(self, pc: int) -> Block:
         """The block whose leader is ``pc``."""

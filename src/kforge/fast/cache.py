@@ -3,12 +3,16 @@
 One file per program id under ``<data_dir>/fast-modules/``, named for the
 program id and a key covering everything else that changes the machine code
 (compiler version, wasmtime version, engine settings, CPU architecture).  A file
-is ``MAGIC | sha256(payload) | payload`` where the payload is
-``wasmtime.Module.serialize()``; it is written to a temporary file and renamed
-into place, so readers never see half a file.
+is ``MAGIC | sha256(payload) | payload`` where the payload is a msgpack array of
+what running the module needs of the program's plan (its enterable leaders, whether
+it holds a TICK, the registers it names: see :class:`~kforge.fast.analysis.RunFacts`)
+and ``wasmtime.Module.serialize()``, so that a hit skips the program's analysis too.
+It is written to a temporary file and renamed into place, so readers never see half
+a file.
 
 ``Module.deserialize`` trusts its input, so the checksum is verified first: a
-truncated or corrupted file is deleted and reported as a miss, never loaded.
+truncated or corrupted file, or one whose facts do not fit the program's code, is
+deleted and reported as a miss, never loaded.
 (The data directory itself is trusted: whoever can write it can run code.)
 
 The folder is bounded: after each store, the least recently used files go until
@@ -30,16 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import msgpack
 import wasmtime
 
 from kforge.core import DATA_DIR_ENVIRONMENT, Hash256, default_data_dir
+from kforge.fast.analysis import RunFacts
 from kforge.fast.compiler import COMPILER_VERSION
 from kforge.fast.runtime import ENGINE_SETTINGS
+from kforge.isa import Instruction
 from kforge.sealed import PARTIAL_SUFFIX, read_sealed, write_sealed
 
 __all__ = [
     "DATA_DIR_ENVIRONMENT",
     "DEFAULT_MAX_BYTES",
+    "MAGIC",
     "MAX_BYTES_ENVIRONMENT",
     "CacheUsage",
     "ModuleCache",
@@ -47,7 +55,8 @@ __all__ = [
     "default_data_dir",
 ]
 
-_MAGIC: Final = b"KFWASM01"
+#: The first bytes of a cache file (the version of its layout).
+MAGIC: Final = b"KFWASM02"
 _SUBDIRECTORY: Final = "fast-modules"
 _MODULE_SUFFIX: Final = ".cwasm"
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
@@ -117,28 +126,41 @@ class ModuleCache:
         """The file holding the module of ``program_id``."""
         return self.directory / f"{program_id.hex}-{self.key}{_MODULE_SUFFIX}"
 
-    def load(self, engine: wasmtime.Engine, program_id: Hash256) -> wasmtime.Module | None:
-        """The cached module, or ``None`` when absent, corrupt or incompatible (then deleted)."""
+    def load(
+        self, engine: wasmtime.Engine, program_id: Hash256, code: tuple[Instruction, ...]
+    ) -> tuple[wasmtime.Module, RunFacts] | None:
+        """The cached module of ``program_id`` (whose instructions are ``code``) and its
+        run facts, or ``None`` when absent, corrupt or incompatible (then deleted)."""
         path = self.path_for(program_id)
-        payload = read_sealed(path, _MAGIC)
+        payload = read_sealed(path, MAGIC)
         if payload is None:
             return None
-        try:
-            module = wasmtime.Module.deserialize(engine, payload)
-        except (wasmtime.WasmtimeError, ValueError, TypeError):
+        found = _unpack(payload, code)
+        module = None
+        if found is not None:
+            facts, serialized = found
+            try:
+                module = wasmtime.Module.deserialize(engine, serialized)
+            except (wasmtime.WasmtimeError, ValueError, TypeError):
+                module = None
+        if module is None or found is None:
             with contextlib.suppress(OSError):
                 path.unlink(missing_ok=True)
             return None
         _touch(path)
-        return module
+        return module, facts
 
-    def store(self, program_id: Hash256, module: wasmtime.Module) -> None:
-        """Write the module; a read-only or full disk only costs the next process a compile."""
+    def store(self, program_id: Hash256, module: wasmtime.Module, facts: RunFacts) -> None:
+        """Write the module and its run facts; a read-only or full disk only costs the
+        next process a compile."""
         try:
-            payload = bytes(module.serialize())
+            serialized = bytes(module.serialize())
         except wasmtime.WasmtimeError:
             return
-        if write_sealed(self.path_for(program_id), _MAGIC, payload):
+        payload = msgpack.packb(
+            [facts.enterable, facts.has_tick, bytes(facts.used_registers), serialized]
+        )
+        if write_sealed(self.path_for(program_id), MAGIC, payload):
             self.evict()
 
     def _entries(self) -> list[_Entry]:
@@ -193,6 +215,29 @@ class ModuleCache:
                     continue
                 removed += 1
         return removed
+
+
+def _unpack(payload: bytes, code: tuple[Instruction, ...]) -> tuple[RunFacts, bytes] | None:
+    """The run facts and serialized module of a sealed payload, or ``None`` when its shape
+    is wrong or its facts do not fit ``code`` (one flag a leader, registers ascending)."""
+    try:
+        fields = msgpack.unpackb(payload)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return None
+    if not isinstance(fields, list) or len(fields) != 4:
+        return None
+    enterable, has_tick, registers, serialized = fields
+    if not (
+        isinstance(enterable, bytes)
+        and len(enterable) == len(code)
+        and enterable.strip(b"\x00\x01") == b""
+        and isinstance(has_tick, bool)
+        and isinstance(registers, bytes)
+        and list(registers) == sorted(set(registers))
+        and isinstance(serialized, bytes)
+    ):
+        return None
+    return RunFacts(code, enterable, has_tick, tuple(registers)), serialized
 
 
 def _touch(path: Path) -> None:

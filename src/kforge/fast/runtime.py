@@ -57,7 +57,7 @@ import wasmtime
 
 from kforge.core import Hash256
 from kforge.fast.abi import FAULT_EXIT_BASE, STATE_WORDS, Exit, FlagKind, flags_from_recipe
-from kforge.fast.analysis import HOST_OPCODES, ProgramPlan
+from kforge.fast.analysis import HOST_OPCODES, RunFacts
 from kforge.fast.transfer import SPARSE_ABOVE, copy_in, copy_out
 from kforge.isa import REGISTER_COUNT, WORD_MASK, FaultCode, Opcode
 from kforge.machine import Machine, MachineState
@@ -253,8 +253,8 @@ class _StateSync:
     the named registers and the words after the register file in one call.
     """
 
-    def __init__(self, plan: ProgramPlan) -> None:
-        self.registers = plan.used_registers
+    def __init__(self, facts: RunFacts) -> None:
+        self.registers = facts.used_registers
         self.count = len(self.registers)
         layout, position = ["<"], 0
         for index in self.registers:
@@ -276,32 +276,33 @@ class _StateSync:
 
 
 class CompiledProgram:
-    """A program's compiled module, its block plan and a pool of idle instances."""
+    """A program's compiled module, what running it needs of its plan, and a pool of idle
+    instances."""
 
     def __init__(
         self,
         engine: wasmtime.Engine,
         module: wasmtime.Module,
-        plan: ProgramPlan,
+        facts: RunFacts,
         program_id: Hash256 | None = None,
     ) -> None:
         self.engine = engine
         self.module = module
-        self.plan = plan
+        self.facts = facts
         self.program_id = program_id
-        self.sync = _StateSync(plan)
+        self.sync = _StateSync(facts)
         #: Leaders where compiled code ran only a few ticks when last entered (see ``_loop``).
-        self.short = bytearray(len(plan.code))
+        self.short = bytearray(len(facts.code))
         self._idle: dict[int, list[_Instance]] = {}
         self._lock = threading.Lock()
 
     def runs(self, program: ForgeProgram) -> bool:
         """Whether this module was compiled from ``program``'s code."""
-        if self.plan.code is program.code:
+        if self.facts.code is program.code:
             return True
         if self.program_id is not None:
             return self.program_id == program.program_id
-        return self.plan.code == program.code
+        return self.facts.code == program.code
 
     def acquire(self, pages: int) -> _Instance:
         """An instance with ``pages`` pages of data memory, for the caller alone.
@@ -474,13 +475,13 @@ def _loop(
     needs none); a machine whose state compiled code could not take (it always can)
     runs the rest of the slice on the interpreter.
     """
-    plan = compiled.plan
-    code, enterable, sync, short = plan.code, plan.enterable, compiled.sync, compiled.short
+    facts = compiled.facts
+    code, enterable, sync, short = facts.code, facts.enterable, compiled.sync, compiled.short
     host = _HOST_OPCODES
     length = len(code)
     running = MachineState.RUNNING
     tick = Opcode.TICK
-    runs_short = not (yield_on_tick and plan.has_tick)
+    runs_short = not (yield_on_tick and facts.has_tick)
     instance: _Instance | None = None
     while machine.state is running and machine.ticks_used < tick_limit:
         pc = machine.pc

@@ -256,17 +256,22 @@ class FastTier:
         return self.compile_in_background(program)
 
     def _build(self, program: ForgeProgram) -> CompiledProgram:
+        cached = (
+            self.disk.load(self.engine, program.program_id, program.code) if self.disk else None
+        )
+        if cached is not None:
+            module, facts = cached  # analysed when it was compiled: not again
+            return CompiledProgram(self.engine, module, facts, program.program_id)
         plan = plan_program(program.code, program.entry, max_region_blocks=self.max_region_blocks)
-        module = self.disk.load(self.engine, program.program_id) if self.disk else None
-        if module is None:
-            if self.builder is not None:
-                built = self.builder(program, self.max_region_blocks)
-                module = wasmtime.Module.deserialize(self.engine, built)
-            else:
-                module = wasmtime.Module(self.engine, generate_wat(plan))
-            if self.disk:
-                self.disk.store(program.program_id, module)
-        return CompiledProgram(self.engine, module, plan, program.program_id)
+        if self.builder is not None:
+            built = self.builder(program, self.max_region_blocks)
+            module = wasmtime.Module.deserialize(self.engine, built)
+        else:
+            module = wasmtime.Module(self.engine, generate_wat(plan))
+        facts = plan.run_facts()
+        if self.disk:
+            self.disk.store(program.program_id, module, facts)
+        return CompiledProgram(self.engine, module, facts, program.program_id)
 
     def _collect(
         self, program_id: Hash256, future: Future[CompiledProgram]
@@ -289,14 +294,14 @@ class FastTier:
         with self._lock:
             previous = self._compiled.pop(program_id, None)
             if previous is not None:
-                self._code_kept -= len(previous.plan.code)
+                self._code_kept -= len(previous.facts.code)
             self._compiled[program_id] = compiled
-            self._code_kept += len(compiled.plan.code)
+            self._code_kept += len(compiled.facts.code)
             while len(self._compiled) > 1 and (
                 len(self._compiled) > self.max_programs or self._code_kept > self.max_code
             ):
                 evicted, gone = self._compiled.popitem(last=False)
-                self._code_kept -= len(gone.plan.code)
+                self._code_kept -= len(gone.facts.code)
                 self._warmings.pop(evicted, None)  # cold again: it warms up anew
             self._changes += 1
 
