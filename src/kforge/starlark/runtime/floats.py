@@ -282,6 +282,11 @@ def float_binary(op: int, a: int, b: int) -> int:
     return float_new(float_mod_bits(x, y))
 
 
+def float_floordiv_bits(x: int, y: int) -> int:
+    """Starlark's ``x // y`` of two doubles (``y`` not zero): the quotient's floor."""
+    return f64_floor(f64_div(x, y))
+
+
 def float_mod_bits(x: int, y: int) -> int:
     """Starlark's ``x % y``: the remainder takes the divisor's sign (Go's ``Float.Mod``:
     ``math.Mod``, then the divisor added when the signs differ and it is not zero)."""

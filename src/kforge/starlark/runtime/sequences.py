@@ -169,16 +169,7 @@ def get_index(x: int, key: int) -> int:
         i = index_in(key, n, x, 1)
         return load(load(x + L.LIST_ITEMS) + (i << 3))
     if tag == L.TAG_DICT:
-        e = dict_find(x, key, hash_key(key, 0))
-        if e > LOOKUP_FAILED:
-            return load(e + 16)
-        if e == LOOKUP_FAILED:
-            error_compare_depth(0)
-        b = buf_new(32)
-        buf_str(b, text("key "))
-        write_repr(b, key)
-        buf_str(b, text(" not in dict"))
-        error(buf_to_string(b, L.TAG_STRING), 0)
+        return dict_get_index(x, key)
     if tag == L.TAG_TUPLE:
         n = load(x + L.TUPLE_LEN)
         if key & 1 and (key >> 1) < n:  # as for a list
@@ -199,6 +190,21 @@ def get_index(x: int, key: int) -> int:
     if tag == L.TAG_STRING_ELEMS:
         return elems_index(x, key)
     error_unhandled_index(x, key)
+    return 0
+
+
+def dict_get_index(x: int, key: int) -> int:
+    """``x[key]`` for the dict ``x`` (the compiled code calls it once it has read the tag)."""
+    e = dict_find(x, key, hash_key(key, 0))
+    if e > LOOKUP_FAILED:
+        return load(e + 16)
+    if e == LOOKUP_FAILED:
+        error_compare_depth(0)
+    b = buf_new(32)
+    buf_str(b, text("key "))
+    write_repr(b, key)
+    buf_str(b, text(" not in dict"))
+    error(buf_to_string(b, L.TAG_STRING), 0)
     return 0
 
 
