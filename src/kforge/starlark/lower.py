@@ -1739,13 +1739,14 @@ class FunctionCompiler:
     def list_slot(
         self, container: int, key: int, slow: object, writing: bool, dict_path: object
     ) -> int:
-        """The address of ``container[key]`` when ``container`` is a list and ``key`` a
-        small int from 0 to its length less one (and, ``writing``, the list is neither
-        frozen nor being iterated); else a jump to ``dict_path`` for a dict (a frozen
-        one too when reading), or to ``slow``, whose runtime call decides (negative
-        indexes, other containers, errors)."""
+        """The address of ``container[key]`` when ``container`` is a list (or, reading, a
+        tuple) and ``key`` a small int from 0 to its length less one (and, ``writing``,
+        the list is neither frozen nor being iterated); else a jump to ``dict_path`` for
+        a dict (a frozen one too when reading), or to ``slow``, whose runtime call
+        decides (negative indexes, other containers, errors)."""
         b = self.b
-        is_object, is_list, not_list, is_small, in_range = (b.new_block() for _ in range(5))
+        address = b.reg()
+        is_object, is_list, not_list, found = (b.new_block() for _ in range(4))
         b.br("Z", b.op("AND", container, ONE), -1, is_object, slow)  # type: ignore[arg-type]
         b.set_block(is_object)
         # writing: the FROZEN flag is tested with the tag (a frozen dict goes the slow way)
@@ -1753,19 +1754,39 @@ class FunctionCompiler:
         tag = b.op("AND", b.load(container, L.HEADER), self.const(mask))
         b.br("EQ", tag, self.const(L.TAG_LIST), is_list, not_list)
         b.set_block(not_list)
+        if not writing:
+            is_tuple, other = b.new_block(), b.new_block()
+            b.br("EQ", tag, self.const(L.TAG_TUPLE), is_tuple, other)
+            b.set_block(is_tuple)
+            index = self.index_below(key, b.load(container, L.TUPLE_LEN), slow)
+            offset = b.op("SHL", index, self.const(3))
+            b.op("ADD", b.op("ADD", container, offset), self.const(L.TUPLE_ITEMS), dst=address)
+            b.jmp(found)
+            b.set_block(other)
         b.br("EQ", tag, self.const(L.TAG_DICT), dict_path, slow)  # type: ignore[arg-type]
         b.set_block(is_list)
-        b.br("NZ", b.op("AND", key, ONE), -1, is_small, slow)  # type: ignore[arg-type]
-        b.set_block(is_small)
-        index = b.op("SHR", key, ONE)  # a negative index's is above every length
-        b.br("LT", index, b.load(container, L.LIST_LEN), in_range, slow)  # type: ignore[arg-type]
-        b.set_block(in_range)
+        index = self.index_below(key, b.load(container, L.LIST_LEN), slow)
         if writing:
             mutable = b.new_block()
             b.br("Z", b.load(container, L.LIST_ITERS), -1, mutable, slow)  # type: ignore[arg-type]
             b.set_block(mutable)
         offset = b.op("SHL", index, self.const(3))
-        return b.op("ADD", b.load(container, L.LIST_ITEMS), offset)
+        b.op("ADD", b.load(container, L.LIST_ITEMS), offset, dst=address)
+        b.jmp(found)
+        b.set_block(found)
+        return address
+
+    def index_below(self, key: int, length: int, slow: object) -> int:
+        """The small int ``key`` as a machine word, if from 0 to ``length`` less one;
+        else a jump to ``slow``."""
+        b = self.b
+        is_small, in_range = b.new_block(), b.new_block()
+        b.br("NZ", b.op("AND", key, ONE), -1, is_small, slow)  # type: ignore[arg-type]
+        b.set_block(is_small)
+        index = b.op("SHR", key, ONE)  # a negative index's is above every length
+        b.br("LT", index, length, in_range, slow)  # type: ignore[arg-type]
+        b.set_block(in_range)
+        return index
 
     def slice_position(self, node: ast.Subscript) -> Loc:
         """Where the Go implementation reports a failed slice: its compiler sets the
