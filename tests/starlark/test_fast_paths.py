@@ -204,9 +204,7 @@ def test_the_float_path_is_taken() -> None:
     shown = plain + FLOATS
     ticks = []
     for source in (plain, shown):
-        program = compile_kforge(
-            source, "t.star", loader=MODULES.__getitem__, memory_quota=1 << 20
-        )
+        program = compile_kforge(source, "t.star", loader=MODULES.__getitem__, memory_quota=1 << 20)
         result = run_kforge(program, "reference", tick_budget=10_000_000, memory_quota=1 << 20)
         ticks.append(result.ticks_used)
     assert ticks[1] < ticks[0] - 100 * 20
