@@ -486,6 +486,26 @@ def test_random_arithmetic_gives_the_hosts_doubles() -> None:
     assert_same_lines(printed(source, "reference"), want)
 
 
+def test_doubles_on_both_sides_of_the_word_path_are_written_as_go_writes_them() -> None:
+    """Digits are made on single words while the scaled numbers stay below 2**60 (most
+    doubles between about 1e-3 and 1e17), else on multi-limb numbers: values across that
+    edge, powers of two and ten, the neighbours of each, and exact ties of ``%e`` and
+    ``%f`` (half to even) must read the same either way."""
+    values: list[float] = []
+    for exponent in range(-80, 80, 3):
+        x = 2.0**exponent
+        values += [x, math.nextafter(x, 0), math.nextafter(x, math.inf), x * 1.7]
+    for power in range(-22, 23):
+        x = 10.0**power
+        values += [x, math.nextafter(x, 0), math.nextafter(x, math.inf), x / 3]
+    values += [12345665.0, 12345675.0, 0.0078125, 0.0234375, 2.5, 0.5, 1.0009765625]
+    values += [float(2**53 - 1), float(2**60), 1 / 3, 2 / 3, 0.1, 0.7, 123456789.123]
+    source, want = formatting_program(values)
+    assert_same_lines(printed(source, "fast"), want)
+    source, want = formatting_program(values[::9])
+    assert_same_lines(printed(source, "reference"), want)
+
+
 @pytest.mark.slow
 def test_many_random_doubles_are_written_read_and_computed_with() -> None:
     rng = random.Random(13)

@@ -13,7 +13,11 @@ and Dybvig's free-format termination for the shortest digits): the double's valu
 ``r/s`` and the half-gaps to its neighbours ``m+/s`` and ``m-/s`` are kept as
 multi-precision integers of 32-bit limbs in a scratch block, scaled so that ``r/s``
 lies in [0.1, 1); each digit is ``10r // s``.  A number is a block of words: its
-limb count, then its limbs, least significant first.
+limb count, then its limbs, least significant first.  When all four numbers are
+below 2**60 (a double of ordinary size: 0.1, 1/3, 123456789.123, not 1e22 or
+5e-324), the digits come from the same steps on single words instead, none of which
+can overflow (``r`` and the half-gaps stay below ``10s``): about 35 ticks a digit
+rather than 450.
 
 Input is Go's ``strconv.ParseFloat``: an optional sign, decimal digits with an
 optional point and exponent, or ``0x`` hexadecimal digits with a ``p`` exponent;
@@ -91,6 +95,10 @@ _SCRATCH: Final = 5 * _NUMBER + _DIGITS
 _float_scratch = Global(__name__)
 #: The decimal exponent of the digits made last: their value is 0.DDD * 10**exponent.
 _float_exponent = Global(__name__)
+#: 1 when ``setup_digits`` left its numbers below 2**60, unnormalized: the word path.
+_float_words = Global(__name__)
+#: Numbers below this take the word path: ten times one still fits a word.
+_WORD_PATH_BOUND: Final = 1 << 60
 #: Ten to the powers 0..18, each exactly a double: the fast path of parsing.
 _POWERS_OF_TEN: Final = 18
 
@@ -343,6 +351,12 @@ def setup_digits(bits: int, gaps: int) -> int:
         mp_mul_small(s, 10)
         k += 1
     _float_exponent.value = k
+    words = mp_below(r, _WORD_PATH_BOUND) and mp_below(s, _WORD_PATH_BOUND)
+    if words and gaps:
+        words = mp_below(mplus, _WORD_PATH_BOUND) and mp_below(mminus, _WORD_PATH_BOUND)
+    _float_words.value = words
+    if words:
+        return p
     # normalize s so that mp_digit's estimate is close (every number moves alike)
     shift = clz64(load(s + 8 * load(s)) << 32)
     if shift != 0:
@@ -358,10 +372,96 @@ def slt_word(a: int, b: int) -> int:
     return (a ^ SIGN) < (b ^ SIGN)
 
 
+def mp_word(x: int) -> int:
+    """The value of ``x`` as a word (it has at most two limbs)."""
+    n = load(x)
+    if n == 0:
+        return 0
+    if n == 1:
+        return load(x + 8)
+    return load(x + 8) | (load(x + 16) << 32)
+
+
+def mp_below(x: int, bound: int) -> int:
+    """Whether ``x < bound``, a power of two from 2**32 to 2**64."""
+    n = load(x)
+    if n > 2:
+        return 0
+    return mp_word(x) < bound
+
+
+def twice_against(r: int, s: int) -> int:
+    """-1, 0 or 1 as ``2r`` is below, at or above ``s`` (words below 2**62)."""
+    twice = r + r
+    if twice == s:
+        return 0
+    if twice < s:
+        return 0 - 1
+    return 1
+
+
+def shortest_digits_in_words(p: int, bits: int) -> int:
+    """:func:`float_shortest_digits` on single words (``setup_digits`` found its numbers
+    below 2**60): the same steps, in the same order."""
+    r = mp_word(p + _R)
+    s = mp_word(p + _S)
+    mplus = mp_word(p + _MPLUS)
+    mminus = mp_word(p + _MMINUS)
+    digits = p + _DIGIT_BYTES
+    inclusive = (bits & 1) == 0
+    n = 0
+    while True:
+        r = r * 10
+        mplus = mplus * 10
+        mminus = mminus * 10
+        d = r // s
+        r = r - d * s
+        low_ok = r < mminus or (inclusive and r == mminus)
+        total = r + mplus
+        high_ok = s < total or (inclusive and total == s)
+        if low_ok or high_ok:
+            if high_ok and low_ok == 0:
+                d += 1
+            elif high_ok and low_ok:
+                twice = twice_against(r, s)
+                if twice == 1 or (twice == 0 and (d & 1)):
+                    d += 1
+            storeb(digits + n, 48 + d)
+            return n + 1
+        storeb(digits + n, 48 + d)
+        n += 1
+
+
+def fixed_digits_in_words(p: int, count: int) -> int:
+    """The ``count`` digits of :func:`float_fixed_digits` on single words; returns how
+    twice the rest compares with ``s`` (as :func:`twice_against`)."""
+    r = mp_word(p + _R)
+    s = mp_word(p + _S)
+    digits = p + _DIGIT_BYTES
+    i = 0
+    while i < count:
+        r = r * 10
+        d = r // s
+        r = r - d * s
+        storeb(digits + i, 48 + d)
+        i += 1
+    return twice_against(r, s)
+
+
+def twice_rest_against_s(p: int) -> int:
+    """How ``2r`` compares with ``s`` in the scratch (either path)."""
+    if _float_words.value:
+        return twice_against(mp_word(p + _R), mp_word(p + _S))
+    mp_add(p + _SUM, p + _R, p + _R)
+    return mp_compare(p + _SUM, p + _S)
+
+
 def float_shortest_digits(bits: int) -> int:
     """The fewest digits that read back as the positive finite double ``bits`` (the
     nearest such, halfway to the even digit), into the scratch digits; their count."""
     p = setup_digits(bits, 1)
+    if _float_words.value:
+        return shortest_digits_in_words(p, bits)
     r = p + _R
     s = p + _S
     mplus = p + _MPLUS
@@ -410,17 +510,18 @@ def float_fixed_digits(bits: int, count: int, after_point: int) -> int:
     if slt_word(count, 1):
         up = 0
         if count == 0:  # the value is 0.d...: it rounds to a unit of its first digit's place
-            mp_add(p + _SUM, r, r)
-            up = mp_compare(p + _SUM, s) == 1
+            up = twice_rest_against_s(p) == 1
         storeb(digits, 48 + up)
         return 0
-    i = 0
-    while i < count:
-        mp_mul_small(r, 10)
-        storeb(digits + i, 48 + mp_digit(r, s))
-        i += 1
-    mp_add(p + _SUM, r, r)
-    twice = mp_compare(p + _SUM, s)
+    if _float_words.value:
+        twice = fixed_digits_in_words(p, count)
+    else:
+        i = 0
+        while i < count:
+            mp_mul_small(r, 10)
+            storeb(digits + i, 48 + mp_digit(r, s))
+            i += 1
+        twice = twice_rest_against_s(p)
     if twice == 1 or (twice == 0 and (loadb(digits + count - 1) & 1)):
         i = count
         while i > 0:
