@@ -420,16 +420,21 @@ def shortest_digits_in_words(p: int, bits: int) -> int:
         total = r + mplus
         high_ok = s < total or (inclusive and total == s)
         if low_ok or high_ok:
-            if high_ok and low_ok == 0:
-                d += 1
-            elif high_ok and low_ok:
-                twice = twice_against(r, s)
-                if twice == 1 or (twice == 0 and (d & 1)):
-                    d += 1
-            storeb(digits + n, 48 + d)
+            storeb(digits + n, 48 + last_digit(d, low_ok, high_ok, twice_against(r, s)))
             return n + 1
         storeb(digits + n, 48 + d)
         n += 1
+
+
+def last_digit(d: int, low_ok: int, high_ok: int, twice: int) -> int:
+    """The last of the shortest digits, ``d`` or one more: one more when only the
+    upper side reads back as the double, or when both do and the rest (twice it
+    compares with ``s`` as ``twice``) is above half, or at half and ``d`` is odd."""
+    if high_ok and low_ok == 0:
+        return d + 1
+    if high_ok and (twice == 1 or (twice == 0 and (d & 1))):
+        return d + 1
+    return d
 
 
 def fixed_digits_in_words(p: int, count: int) -> int:
@@ -481,14 +486,7 @@ def float_shortest_digits(bits: int) -> int:
         low_ok = low == 0 - 1 or (inclusive and low == 0)
         high_ok = high == 1 or (inclusive and high == 0)
         if low_ok or high_ok:
-            if high_ok and low_ok == 0:
-                d += 1
-            elif high_ok and low_ok:
-                mp_add(total, r, r)
-                twice = mp_compare(total, s)
-                if twice == 1 or (twice == 0 and (d & 1)):
-                    d += 1
-            storeb(digits + n, 48 + d)
+            storeb(digits + n, 48 + last_digit(d, low_ok, high_ok, twice_rest_against_s(p)))
             return n + 1
         storeb(digits + n, 48 + d)
         n += 1
