@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from kforge.core import InvalidProgram
 from kforge.isa import Instruction, Opcode
 from kforge.program import (
+    CheckedCode,
     ForgeProgram,
+    InstructionPool,
     Relocation,
     RelocationKind,
     Symbol,
@@ -464,6 +466,37 @@ def test_bytearray_and_memoryview_decode_like_bytes() -> None:
 def test_constructing_a_program_with_out_of_range_fields_is_refused(insn: Instruction) -> None:
     with pytest.raises(InvalidProgram):
         ForgeProgram((insn,))
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ((256, 0, 0, 0, 0), "opcode 256"),
+        ((0x01, 0, 0, -1, 0), "rs2 -1"),
+        ((0x40, 1, 0, 0, 1 << 64), "imm"),
+        ((0x50, 0, 0, 0, 7), "field imm is not used by HALT"),
+    ],
+)
+def test_an_instruction_pool_refuses_a_malformed_instruction_naming_its_index(
+    fields: tuple[int, int, int, int, int], words: str
+) -> None:
+    pool = InstructionPool()
+    with pytest.raises(InvalidProgram, match="instruction 2") as refusal:
+        pool.code([(0x50, 0, 0, 0, 0), (0x01, 1, 2, 3, 0), fields])
+    assert words in str(refusal.value)
+    assert fields not in pool
+
+
+def test_code_from_an_instruction_pool_shares_equal_instructions_and_is_not_checked_again() -> None:
+    pool = InstructionPool()
+    code = pool.code([(0x40, 1, 0, 0, 5), (0x50, 0, 0, 0, 0), (0x40, 1, 0, 0, 5)])
+    assert isinstance(code, CheckedCode)
+    assert code[0] is code[2] and code[0] == Instruction(0x40, 1, imm=5)
+    program = ForgeProgram(code, entry=1)
+    # the bytes decode to plain code, checked in full, and to an equal program
+    decoded = decode_program(program.encoded)
+    assert not isinstance(decoded.code, CheckedCode)
+    assert decoded == program
 
 
 def test_refusals_name_what_is_wrong() -> None:

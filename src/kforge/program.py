@@ -43,7 +43,9 @@ from kforge.limits import (
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "CheckedCode",
     "ForgeProgram",
+    "InstructionPool",
     "Relocation",
     "RelocationKind",
     "Symbol",
@@ -68,6 +70,48 @@ _SECTION_LIMITS: Final = (
     ("symbol", MAX_SYMBOLS),
     ("metadata", MAX_METADATA_BYTES),
 )
+
+
+#: An instruction's fields in ``Instruction``'s order: opcode, rd, rs1, rs2, imm.
+InstructionFields = tuple[int, int, int, int, int]
+
+
+class CheckedCode(tuple[Instruction, ...]):
+    """A code section whose every instruction was checked when an
+    :class:`InstructionPool` made it: a program built on it does not check them again
+    (a compiled program repeats a few thousand distinct instructions a hundred
+    thousand times).  Code decoded from bytes is a plain tuple, checked in full."""
+
+    __slots__ = ()
+
+
+class InstructionPool(dict[InstructionFields, Instruction]):
+    """Instructions by their fields, each made and checked the first time it is asked
+    for: equal instructions are one object (they are immutable)."""
+
+    def __missing__(self, fields: InstructionFields) -> Instruction:
+        instruction = Instruction(*fields)
+        if not _well_formed(instruction):
+            raise _Malformed(instruction)
+        self[fields] = instruction
+        return instruction
+
+    def code(self, fields: list[InstructionFields]) -> CheckedCode:
+        """The instructions with these fields, in order; ``InvalidProgram`` names the
+        first one that is not well formed."""
+        try:
+            return CheckedCode(map(self.__getitem__, fields))
+        except _Malformed as malformed:
+            bad = malformed.instruction
+            index = fields.index((bad.opcode, bad.rd, bad.rs1, bad.rs2, bad.imm))
+            _validate_instruction(index, bad)
+            raise AssertionError("a malformed instruction passed its check") from None
+
+
+class _Malformed(Exception):
+    def __init__(self, instruction: Instruction) -> None:
+        super().__init__(instruction)
+        self.instruction = instruction
 
 
 class SymbolKind(IntEnum):
@@ -271,21 +315,29 @@ def _validate(program: ForgeProgram) -> None:
             )
     if not 0 <= program.entry < code_length:
         raise InvalidProgram(f"entry {program.entry} is outside the code (length {code_length})")
-    unused_fields = UNUSED_FIELDS
-    # a compiler may use one instruction object many times: each is checked once (the
-    # objects gathered by identity in C, a compiled program has a third as many)
-    distinct = dict(zip(map(id, program.code), program.code, strict=True))
-    for insn in distinct.values():
-        # the common case in one expression; the full check says what is wrong
-        if (
-            (insn.opcode | insn.rd | insn.rs1 | insn.rs2) >> 8
-            or insn.imm >> 64
-            or any(getattr(insn, name) for name in unused_fields.get(insn.opcode, ()))
-        ):
-            index = next(i for i, other in enumerate(program.code) if other is insn)
-            _validate_instruction(index, insn)
+    if not isinstance(program.code, CheckedCode):
+        _validate_code(program.code)
     _validate_symbols(program.symbols)
     _validate_relocations(program.relocations, code_length)
+
+
+def _validate_code(code: tuple[Instruction, ...]) -> None:
+    # a compiler may use one instruction object many times: each is checked once (the
+    # objects gathered by identity in C, a compiled program has a third as many)
+    distinct = dict(zip(map(id, code), code, strict=True))
+    for insn in distinct.values():
+        if not _well_formed(insn):  # the full check says what is wrong
+            index = next(i for i, other in enumerate(code) if other is insn)
+            _validate_instruction(index, insn)
+
+
+def _well_formed(insn: Instruction) -> bool:
+    """Whether every field fits and the fields ``insn``'s opcode does not use are 0."""
+    return not (
+        (insn.opcode | insn.rd | insn.rs1 | insn.rs2) >> 8
+        or insn.imm >> 64
+        or any(getattr(insn, name) for name in UNUSED_FIELDS.get(insn.opcode, ()))
+    )
 
 
 def _validate_instruction(index: int, insn: Instruction) -> None:

@@ -31,8 +31,8 @@ from enum import IntEnum
 from typing import Final
 
 from kforge.debuginfo import DebugInfo, FunctionInfo, Site
-from kforge.isa import Instruction, Opcode
-from kforge.program import ForgeProgram
+from kforge.isa import Opcode
+from kforge.program import CheckedCode, ForgeProgram, InstructionFields, InstructionPool
 from kforge.starlark import layout as L
 from kforge.starlark.data import DataLayout, Record, words
 from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Insn, Loc, Term
@@ -222,21 +222,12 @@ def _halfwords(values: list[int]) -> bytes:
 
 
 #: An instruction under construction: opcode, rd, rs1, rs2, imm (as ``Instruction``'s fields).
-_Key = tuple[int, int, int, int, int]
+_Key = InstructionFields
 _U64: Final = (1 << 64) - 1
-
-
-class _Made(dict[_Key, Instruction]):
-    """Instructions by their fields, each made when first asked for."""
-
-    def __missing__(self, key: _Key) -> Instruction:
-        instruction = self[key] = Instruction(*key)
-        return instruction
-
 
 #: Instructions made by earlier programs, shared (they are immutable): every program
 #: repeats the runtime's instructions, and most of its own are common ones.
-_made_instructions = _Made()
+_made_instructions = InstructionPool()
 _MADE_INSTRUCTIONS_KEPT: Final = 200_000
 
 
@@ -297,7 +288,7 @@ class _Code:
             self._run_key = key
         self._run_function, self._run_loc = self.function, loc
 
-    def instructions(self) -> tuple[Instruction, ...]:
+    def instructions(self) -> CheckedCode:
         """The code, fix-ups applied."""
         code, labels = self.code, self.labels
         for index, label in self.fixups:
@@ -308,8 +299,8 @@ class _Code:
             code[index] = (old[0], old[1], old[2], old[3], target)
         global _made_instructions
         if len(_made_instructions) > _MADE_INSTRUCTIONS_KEPT:
-            _made_instructions = _Made()  # a new table: a compile in another thread keeps its own
-        return tuple(map(_made_instructions.__getitem__, code))
+            _made_instructions = InstructionPool()  # a compile in another thread keeps its own
+        return _made_instructions.code(code)
 
     def emit_to(
         self, opcode: int, label: tuple[str, int] | str, rd: int = 0, rs1: int = 0, rs2: int = 0
