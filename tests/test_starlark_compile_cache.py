@@ -9,6 +9,7 @@ damaged cache file is a miss, never a wrong runtime.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import shutil
@@ -66,6 +67,29 @@ def test_cached_runtime_compiles_the_same_bytes(tmp_path: Path, runtime_slot: No
         got = {p.name: _encoded(_compile(p)) for p in SAMPLE}
         differ = [name for name in expected if got[name] != expected[name]]
         assert not differ, f"{round_}: compiled differently from a cached runtime: {differ}"
+
+
+def test_a_compile_leaves_no_cycles_of_ir_or_allocation_behind() -> None:
+    """The collector is paused while a program compiles, so that it never walks the
+    IR; IR in reference cycles would stay until the next collection, which would walk
+    all of it (200 ms after a 1,000-line program)."""
+    source = "def f(n):\n    t = 0\n    for i in range(n):\n        t += i\n    return t\n"
+    source += "x = [f(k) for k in range(9) if k % 2]\nprint(x)\n"
+    compiler.compile_starlark(source, "cycles.star")
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection frees is kept in gc.garbage
+    try:
+        compiler.compile_starlark(source, "cycles.star")
+        gc.collect()
+        left = {type(thing).__name__ for thing in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert not left & {"Insn", "Term", "Block", "Function", "_LinearBlock", "Allocation"}
 
 
 def _never_built() -> RuntimeLibrary:

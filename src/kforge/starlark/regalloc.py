@@ -72,8 +72,8 @@ def allocate(
     order = _block_order(function)
     scan = _Scan(function, order, call_clobber)
     code, calls, hints = scan.code, scan.calls, scan.hints
-    live_out = _liveness(code)
-    neighbours, across = _interference(code, live_out, scan.call_number)
+    _liveness(code)
+    neighbours, across = _interference(code, scan.call_number)
     used = (1 << SCRATCH_A) | (1 << SCRATCH_B) | (1 << RESULT)
     registers: dict[int, int] = {}
     bits: dict[int, int] = {}  # register -> 1 << its machine register
@@ -82,23 +82,30 @@ def allocate(
     mask_of = masks.__getitem__
     saves: dict[int, list[int]] = {}
     no_bit = repeat(0)
+    hint_of = hints.get
     for key in sorted(scan.first_seen):  # by first appearance, then by number
         register = key & _REGISTER_MASK
         others = neighbours.get(register)
-        taken = reduce(or_, map(bit_of, others, no_bit), 0) if others else 0
-        free = ALLOCATABLE_MASK & ~taken
+        free = (
+            ALLOCATABLE_MASK & ~reduce(or_, map(bit_of, others, no_bit), 0)
+            if others
+            else ALLOCATABLE_MASK
+        )
         if not free:
             raise OutOfRegisters(function.name)
-        crossed = across.get(register, ())
-        clobbered = reduce(or_, map(mask_of, crossed), 0)
-        hint = hints.get(register, -1)
+        crossed = across.get(register)
+        clobbered = reduce(or_, map(mask_of, crossed), 0) if crossed else 0
+        hint = hint_of(register, -1)
         if hint < -1:  # a move's source: its register, if it has one
             hint = registers.get(-hint, -1)
-        phys = _choose(free, clobbered, used, hint, prefer_high)
+        if hint >= 0 and (free & ~clobbered) >> hint & 1:  # _choose's first choice
+            phys = hint
+        else:
+            phys = _choose(free, clobbered, used, hint, prefer_high)
         registers[register] = phys
-        bits[register] = 1 << phys
-        used |= 1 << phys
-        if clobbered >> phys & 1:
+        bit = bits[register] = 1 << phys
+        used |= bit
+        if crossed and clobbered & bit:
             for k in crossed:
                 if masks[k] >> phys & 1:
                     saves.setdefault(id(calls[k][1]), []).append(phys)
@@ -108,24 +115,40 @@ def allocate(
     return Allocation(registers, saves, clobber, used, order)
 
 
-#: A virtual register's number in a key of :attr:`_Scan.first_seen`.
+#: A virtual register's number in a key of :attr:`_Scan.first_seen`, and the step
+#: from one instruction's position to the next's there.
 _REGISTER_MASK: Final = (1 << 32) - 1
+_NEXT_POSITION: Final = 1 << 32
+
+
+_NO_VALUES: Final[frozenset[int]] = frozenset()
 
 
 class _LinearBlock:
     """One block as the allocator reads it: each instruction with the virtual registers
     it writes and reads, worked out once (a long top level has tens of thousands)."""
 
-    __slots__ = ("define", "index", "insns", "live_in", "successors", "term_uses", "use")
+    __slots__ = (
+        "define",
+        "index",
+        "insns",
+        "live_in",
+        "live_out",
+        "targets",
+        "term_uses",
+        "use",
+    )
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.insns: list[tuple[Insn, tuple[int, ...], tuple[int, ...]]] = []
         self.term_uses: tuple[int, ...] = ()
-        self.successors: tuple[int, ...] = ()
+        self.targets: tuple[int, ...] = ()  # the successors' block numbers
         self.use: set[int] = set()
         self.define: set[int] = set()
-        self.live_in: set[int] = set()
+        # filled in by _liveness (they are replaced, never changed: so they may share)
+        self.live_in = self.use
+        self.live_out: set[int] | frozenset[int] = _NO_VALUES
 
 
 class _Scan:
@@ -139,11 +162,11 @@ class _Scan:
         self.hints: dict[int, int] = {}
         self.call_number: dict[int, int] = {}  # call instruction (by id) -> its number
         first: dict[int, int] = {}
-        hints = self.hints
-        hint = hints.setdefault
+        hint = self.hints.setdefault
         appear = first.setdefault
         calls = self.calls
-        position = 0
+        virtual = FIRST_VIRTUAL
+        here = 0  # the position of the instruction read, << 32
         blocks = function.blocks
         for index in order:
             block = blocks[index]
@@ -153,47 +176,43 @@ class _Scan:
             use = linear.use
             define = linear.define
             for insn in block.insns:
-                position += 1
-                here = position << 32
+                here += _NEXT_POSITION
                 # Insn.uses() and Insn.defs(), keeping virtual registers only
                 op = insn.op
                 dst = insn.dst
                 if op == "CALL" or op == "CALLI":
                     args = insn.args
-                    used = tuple([r for r in args if r >= FIRST_VIRTUAL])
-                    if op == "CALLI" and insn.a >= FIRST_VIRTUAL:
+                    used = tuple([r for r in args if r >= virtual])
+                    if op == "CALLI" and insn.a >= virtual:
                         used += (insn.a,)
                     self.call_number[id(insn)] = len(calls)
                     mask = call_clobber.get(id(insn), ALL_CLOBBERED) | argument_mask(len(args))
                     calls.append((mask, insn))
                     for number, argument in enumerate(args, start=1):
-                        if argument >= FIRST_VIRTUAL:
+                        if argument >= virtual:
                             hint(argument, number)
-                    if dst >= FIRST_VIRTUAL:
+                    if dst >= virtual:
                         hint(dst, RESULT)
                 else:
                     a, b = insn.a, insn.b
-                    if a >= FIRST_VIRTUAL:
-                        used = (a, b) if b >= FIRST_VIRTUAL else (a,)
+                    if a >= virtual:
+                        used = (a, b) if b >= virtual else (a,)
                     else:
-                        used = (b,) if b >= FIRST_VIRTUAL else ()
-                    if op == "MOV" and dst >= FIRST_VIRTUAL:
-                        if a < FIRST_VIRTUAL:
-                            hint(dst, a)
-                        else:
-                            hint(dst, -a)  # prefer the source's register
-                if op == "PARAMS":
-                    defined = tuple([r for r in insn.args if r >= FIRST_VIRTUAL])
+                        used = (b,) if b >= virtual else ()
+                    if op == "MOV" and dst >= virtual:
+                        hint(dst, a if a < virtual else -a)  # -a: the source's register
+                if dst >= virtual and op != "PARAMS":
+                    defined: tuple[int, ...] = (dst,)
+                    appear(dst, here | dst)
+                elif op == "PARAMS":
+                    defined = tuple([r for r in insn.args if r >= virtual])
                     for number, parameter in enumerate(insn.args, start=1):
                         hint(parameter, number)
                     for register in defined:
                         appear(register, here | register)
-                elif dst >= FIRST_VIRTUAL:
-                    defined = (dst,)
-                    appear(dst, here | dst)
                 else:
                     defined = ()
-                for register in used:
+                for register in used:  # read before the instruction writes
                     appear(register, here | register)
                     if register not in define:
                         use.add(register)
@@ -201,55 +220,64 @@ class _Scan:
                 define.update(defined)
             term = block.term
             if term is not None:
-                position += 1
-                here = position << 32
-                uses = tuple([r for r in term.uses() if r >= FIRST_VIRTUAL])
+                here += _NEXT_POSITION
+                uses = tuple([r for r in term.uses() if r >= virtual])
                 linear.term_uses = uses
-                linear.successors = term.targets
+                linear.targets = term.targets
                 for register in uses:
                     appear(register, here | register)
                     if register not in define:
                         use.add(register)
-                if term.op == "RET" and term.a >= FIRST_VIRTUAL:
+                if term.op == "RET" and term.a >= virtual:
                     hint(term.a, RESULT)
-            linear.live_in = set(use)
         self.first_seen = list(first.values())
 
 
-def _liveness(code: list[_LinearBlock]) -> dict[int, set[int]]:
-    """Live-out sets of virtual registers per block (by block index); each block's
-    ``live_in`` is left filled in.  A worklist: a block is looked at again only when
-    the live-in of one of its successors grew."""
-    by_index = {block.index: block for block in code}
-    predecessors: dict[int, list[_LinearBlock]] = {block.index: [] for block in code}
-    for block in code:
-        for target in block.successors:
-            predecessors[target].append(block)
-    live_out: dict[int, set[int]] = {block.index: set() for block in code}
-    pending = list(code)  # popped from the end: the last block first
-    queued = {block.index for block in code}
+def _liveness(code: list[_LinearBlock]) -> None:
+    """Fill in each block's ``live_in`` and ``live_out`` (virtual registers).  Blocks
+    are looked at last to first (most of a function runs forwards, so most are right
+    the first time), then again only when the live-in of a successor grew.  The graph
+    is kept in lists of block positions, not on the blocks, so that it makes no
+    reference cycle (the collector is paused while a program compiles)."""
+    number = {block.index: position for position, block in enumerate(code)}
+    successors = [[number[target] for target in block.targets] for block in code]
+    predecessors: list[list[int]] = [[] for _ in code]
+    for position, targets in enumerate(successors):
+        for target in targets:
+            predecessors[target].append(position)
+    live_in = [block.live_in for block in code]
+    queued = [True] * len(code)
+    pending = list(range(len(code)))  # popped from the end: the last block first
     while pending:
-        block = pending.pop()
-        queued.discard(block.index)
-        out: set[int] = set()
-        for target in block.successors:
-            out |= by_index[target].live_in
-        if out == live_out[block.index]:
+        position = pending.pop()
+        queued[position] = False
+        targets = successors[position]
+        if not targets:
             continue
-        live_out[block.index] = out
-        live_in = block.use | (out - block.define)
-        if live_in == block.live_in:
+        if len(targets) == 1:
+            out = live_in[targets[0]]
+        else:
+            out = live_in[targets[0]] | live_in[targets[1]]
+            for target in targets[2:]:
+                out |= live_in[target]
+        block = code[position]
+        if out == block.live_out:
             continue
-        block.live_in = live_in
-        for predecessor in predecessors[block.index]:
-            if predecessor.index not in queued:
-                queued.add(predecessor.index)
+        block.live_out = out
+        grown = block.use | (out - block.define) if out else block.use
+        if grown == live_in[position]:
+            continue
+        live_in[position] = grown
+        for predecessor in predecessors[position]:
+            if not queued[predecessor]:
+                queued[predecessor] = True
                 pending.append(predecessor)
-    return live_out
+    for block, final in zip(code, live_in, strict=True):
+        block.live_in = final
 
 
 def _interference(
-    code: list[_LinearBlock], live_out: dict[int, set[int]], call_number: dict[int, int]
+    code: list[_LinearBlock], call_number: dict[int, int]
 ) -> tuple[defaultdict[int, set[int]], defaultdict[int, list[int]]]:
     """Which virtual registers may not share a machine register: a value defined by an
     instruction interferes with every value live after it, except the source of a move
@@ -258,13 +286,13 @@ def _interference(
     across: live after the call and not defined by it.  Exact, unlike an interval,
     which also covers blocks laid out between uses.
 
-    Live sets are Python sets rather than bit masks: a big function (a long module's
-    top level) has tens of thousands of values but few live at once, and a mask's cost
+    Live sets are Python sets rather than bit masks: a big function (a long module's top
+    level) has tens of thousands of values but few live at once, and a mask's cost
     grows with the highest value's number."""
     neighbours: defaultdict[int, set[int]] = defaultdict(set)
     across: defaultdict[int, list[int]] = defaultdict(list)
     for block in code:
-        live = set(live_out[block.index])
+        live = set(block.live_out)
         live.update(block.term_uses)
         for insn, defined, used in reversed(block.insns):
             op = insn.op
@@ -274,9 +302,10 @@ def _interference(
                 source = insn.a if op == "MOV" and insn.a in live else -1
                 if source >= 0:
                     live.discard(source)
-                neighbours[register].update(live)
-                for other in live:
-                    neighbours[other].add(register)
+                if live:
+                    neighbours[register].update(live)
+                    for other in live:
+                        neighbours[other].add(register)
                 if source >= 0:
                     live.add(source)
             elif defined:
