@@ -241,7 +241,10 @@ class _Code:
     data: DataLayout
 
     def __init__(self) -> None:
-        self.all_sites: list[tuple[int, int]] = []
+        #: Every call's return address and site word, for a host reading the stack;
+        #: and the callee whose raising decides whether an error can unwind through it
+        #: ("": it can), for the runtime's table (see :meth:`unwind_sites`).
+        self.all_sites: list[tuple[int, int, str]] = []
         self.builtin_frame = False
         self.code: list[_Key] = []
         #: The source map as runs: (first instruction, function number, line, column).
@@ -278,6 +281,18 @@ class _Code:
         """Set the ``imm`` of instruction ``index`` (a jump's or call's target)."""
         old = self.code[index]
         self.code[index] = (old[0], old[1], old[2], old[3], imm)
+
+    def site(self, word: int, unless_callee_cannot_raise: str = "") -> None:
+        """Enter the return address of the call just emitted in the site tables."""
+        self.all_sites.append((len(self.code), word, unless_callee_cannot_raise))
+
+    def unwind_sites(self, may_raise: dict[str, bool]) -> list[tuple[int, int]]:
+        """The calls an error can unwind through: (return address, site word)."""
+        return [
+            (address, word)
+            for address, word, callee in self.all_sites
+            if not callee or may_raise.get(callee, True)
+        ]
 
     def _start_run(self) -> None:
         """The position changed object: a new run of the source map if its value did."""
@@ -425,14 +440,12 @@ def emit_program(unit: Unit) -> Emitted:
             builtin_numbers[name] = len(builtin_names)
             builtin_names.append(_static_string(data, function.builtin))
     data.place(BUILTINS_TABLE, _halfwords(builtin_names))
-    sites: list[tuple[int, int]] = []  # (return address, site word)
     code.collector = GC_ALLOC in functions
     start = _emit_start(
         code,
         Unit(functions, unit.declarations, unit.entry, unit.memory_size),
         summaries,
         _stack_reserve(unit.entry, depth, reach, frame),
-        sites,
     )
     order = [unit.entry, *sorted(name for name in functions if name != unit.entry)]
     for name in order:
@@ -440,7 +453,7 @@ def emit_program(unit: Unit) -> Emitted:
             continue
         if name == GC_ALLOC:
             code.function = function_numbers[name]
-            _emit_gc_alloc(code, sites, _gc_quick_saved(allocations[GC_TAKE]))
+            _emit_gc_alloc(code, _gc_quick_saved(allocations[GC_TAKE]))
             continue
         function = functions[name]
         code.function = function_numbers[name]
@@ -450,16 +463,14 @@ def emit_program(unit: Unit) -> Emitted:
             allocations[name],
             name in checked,
             frame.get(name, 0),
-            sites,
             unit,
             starlark_numbers.get(name, builtin_numbers.get(name, 0)),
-            may_raise,
         )
     if SITE_INFO in functions:
         code.function = function_numbers[SITE_INFO]
         code.loc = None
         code.labels[SITE_INFO] = code.here
-        _emit_site_table(code, sites)
+        _emit_site_table(code, code.unwind_sites(may_raise))
 
     for index in code.data_end_fixups:  # the data is all placed: only padding is left
         code.patch(index, (len(data.blob) + 7) & ~7)
@@ -479,7 +490,7 @@ def emit_program(unit: Unit) -> Emitted:
             (word >> 32) & 0xFFFFF,
             word >> 52,
         )
-        for address, word in code.all_sites
+        for address, word, _ in code.all_sites
     }
     program = ForgeProgram(instructions, program_data, start, metadata=debug.encode())
     return Emitted(program, debug, checked, depth)
@@ -791,7 +802,6 @@ def _emit_start(
     unit: Unit,
     summaries: dict[str, _Summary],
     stack_reserve: int,
-    sites: list[tuple[int, int]],
 ) -> int:
     """The program's first instructions: save the environment block's place, set the
     reserved registers, reserve the stack below the top of memory (``stack_reserve``,
@@ -827,8 +837,7 @@ def _emit_start(
     code.emit_to(Opcode.CALL, unit.entry)
     code.constants[BOTTOM_RETURN] = code.here
     code.constants[MEMORY_TOP] = top
-    sites.append((code.here, site_word(0, SiteKind.BOTTOM)))
-    code.all_sites.append(sites[-1])
+    code.site(site_word(0, SiteKind.BOTTOM))
     code.emit(Opcode.HALT)
     code.labels["rt$no_memory"] = code.here
     code.emit(Opcode.FAULT, imm=FAULT_NO_MEMORY)
@@ -861,10 +870,8 @@ def _emit_function(
     allocation: Allocation,
     is_checked: bool,
     frame: int,
-    sites: list[tuple[int, int]],
     unit: Unit,
     number: int,
-    may_raise: dict[str, bool],
 ) -> None:
     name = function.name
     reg = allocation.of
@@ -910,7 +917,7 @@ def _emit_function(
                 code._start_run()
             if op == "CALL" or op == "CALLI":
                 code.loc = loc
-                _emit_call(code, insn, allocation, sites, unit, number, starlark, may_raise)
+                _emit_call(code, insn, allocation, unit, number, starlark)
             elif op == "LI":
                 ref = insn.ref
                 if ref is None:
@@ -974,9 +981,7 @@ def _emit_function(
             code.emit_to(Opcode.CALL, GC_ROOM)
             code.emit_to(Opcode.JNZ, name, rs1=SCRATCH_B)
         code.emit_to(Opcode.CALL, STACK_OVERFLOW)
-        word = site_word(0, SiteKind.RUNTIME, number, None)
-        sites.append((code.here, word))
-        code.all_sites.append((code.here, word))
+        code.site(site_word(0, SiteKind.RUNTIME, number, None))
         code.emit(Opcode.HALT)
 
 
@@ -1021,11 +1026,9 @@ def _emit_call(
     code: _Code,
     insn: Insn,
     allocation: Allocation,
-    sites: list[tuple[int, int]],
     unit: Unit,
     number: int,
     starlark: bool,
-    may_raise: dict[str, bool],
 ) -> None:
     # called with the source map's run already started for ``insn``: its instructions
     # go straight into the code
@@ -1050,16 +1053,16 @@ def _emit_call(
         callee = _callee(insn)
         code.fixups.append((len(out), callee))
         out.append((Opcode.CALL, 0, 0, 0, 0))
-        raises = may_raise.get(callee, True)
     else:
         moves.append((where(insn.a, insn.a), SCRATCH_B))
         _parallel_move(code, moves)
-        after = code.here + 4
-        code.emit(Opcode.LI, SCRATCH_A, imm=after)
+        after = ("$return", key)  # a label, so that the code may be placed anywhere
+        code.emit_to(Opcode.LI, after, rd=SCRATCH_A)
         code.emit(Opcode.PUSH, 0, SCRATCH_A)
         code.emit(Opcode.PUSH, 0, SCRATCH_B)
         code.emit(Opcode.RET)
-        raises = True
+        code.labels[after] = code.here
+        callee = ""  # a value may raise
     if key in unit.bottom_sites:
         kind = SiteKind.BOTTOM
     elif key in unit.catch_sites:
@@ -1069,10 +1072,8 @@ def _emit_call(
     word = site_word(len(saved), kind, number, insn.loc if starlark else None)
     if kind == SiteKind.RUNTIME and code.builtin_frame:
         word |= SITE_BUILTIN_FRAME
-    site = (len(out), word)
-    code.all_sites.append(site)  # every call, for a host reading the stack
-    if raises or (kind != SiteKind.STARLARK and kind != SiteKind.RUNTIME):
-        sites.append(site)  # calls an error can unwind, for the runtime
+    # an error unwinds through a catch and to the bottom, and through a call that may raise
+    code.site(word, callee if kind == SiteKind.STARLARK or kind == SiteKind.RUNTIME else "")
     if insn.dst >= 0:
         result = where(insn.dst, insn.dst)
         if result != RESULT:
@@ -1173,7 +1174,7 @@ def _gc_quick_saved(take: Allocation) -> list[int]:
     return [register for register in range(256) if (take.clobber & ~kept) >> register & 1]
 
 
-def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) -> None:
+def _emit_gc_alloc(code: _Code, quick: list[int]) -> None:
     """The allocation slow path (see :data:`GC_ALLOC`): ``r1`` is the size wanted."""
     code.loc = None
     code.labels[GC_ALLOC] = code.here
@@ -1181,7 +1182,7 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
         code.emit(Opcode.PUSH, 0, register)
     code.emit(Opcode.PUSH, 0, RESULT)
     code.emit_to(Opcode.CALL, GC_TAKE)
-    _runtime_site(code, sites, len(quick) + 1)
+    _runtime_site(code, len(quick) + 1)
     code.emit(Opcode.POP, SCRATCH_A)
     for register in reversed(quick):
         code.emit(Opcode.POP, register)
@@ -1192,7 +1193,7 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
     code.labels[collect] = code.here
     code.emit(Opcode.ADD, RESULT, SCRATCH_A, ZERO)
     _emit_fold_gap(code)
-    _emit_collect(code, sites, keep_result=False)
+    _emit_collect(code, keep_result=False)
     _emit_limit_shift(code)
     code.emit_to(Opcode.JZ, OUT_OF_MEMORY, rs1=RESULT)
     code.emit(Opcode.RET)
@@ -1229,7 +1230,7 @@ def _emit_gc_alloc(code: _Code, sites: list[tuple[int, int]], quick: list[int]) 
     code.emit(Opcode.STOREW, 0, RESULT, LIM, imm=8 * GC_SAVE_SLOT[RESULT])
     code.emit(Opcode.STOREW, 0, SCRATCH_B, LIM, imm=0)
     code.emit(Opcode.LI, RESULT, imm=0)
-    _emit_collect(code, sites, keep_result=True)
+    _emit_collect(code, keep_result=True)
     code.emit(Opcode.LOADW, SCRATCH_B, LIM, imm=0)
     code.emit(Opcode.STOREW, 0, ZERO, LIM, imm=0)
     _emit_limit_shift(code)
@@ -1252,7 +1253,7 @@ def _emit_fold_gap(code: _Code) -> None:
     code.emit(Opcode.ADD, LIM, LIM, SCRATCH_A)
 
 
-def _emit_collect(code: _Code, sites: list[tuple[int, int]], keep_result: bool) -> None:
+def _emit_collect(code: _Code, keep_result: bool) -> None:
     """Save every register in the reserve above ``LIM`` (``r1`` already saved when
     ``keep_result``), push the stack marker, call :data:`GC_SLOW` with ``r1`` (0: a
     collection alone), erase the marker, restore the registers (``r1`` too when
@@ -1263,7 +1264,7 @@ def _emit_collect(code: _Code, sites: list[tuple[int, int]], keep_result: bool) 
     code.emit(Opcode.LI, SCRATCH_A, imm=L.GC_STACK_MARKER)
     code.emit(Opcode.PUSH, 0, SCRATCH_A)
     code.emit_to(Opcode.CALL, GC_SLOW)
-    _runtime_site(code, sites, 1)
+    _runtime_site(code, 1)
     code.emit(Opcode.POP, SCRATCH_A)
     code.emit(Opcode.PUSH, 0, ZERO)  # no copy of the marker stays below the stack
     code.emit(Opcode.POP, SCRATCH_A)
@@ -1282,12 +1283,10 @@ def _emit_limit_shift(code: _Code, scratch: int = SCRATCH_A) -> None:
     code.emit(Opcode.ADD, LIM, LIM, scratch)
 
 
-def _runtime_site(code: _Code, sites: list[tuple[int, int]], pushes: int) -> None:
+def _runtime_site(code: _Code, pushes: int) -> None:
     """Enter the return address of the call just emitted (runtime code, ``pushes``
     words pushed around it) in the site table."""
-    word = site_word(pushes, SiteKind.RUNTIME)
-    sites.append((code.here, word))
-    code.all_sites.append((code.here, word))
+    code.site(site_word(pushes, SiteKind.RUNTIME))
 
 
 def _emit_site_table(code: _Code, sites: list[tuple[int, int]]) -> None:
