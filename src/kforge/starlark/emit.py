@@ -282,6 +282,12 @@ class _Code:
         old = self.code[index]
         self.code[index] = (old[0], old[1], old[2], old[3], imm)
 
+    def address(self, name: str) -> int:
+        """The value of the constant ``name`` (see :data:`DATA_END`), else the address of
+        the data item ``name`` (laid out the first time it is asked for)."""
+        constant = self.constants.get(name)
+        return self.data.address(name) if constant is None else constant
+
     def site(self, word: int, unless_callee_cannot_raise: str = "") -> None:
         """Enter the return address of the call just emitted in the site tables."""
         self.all_sites.append((len(self.code), word, unless_callee_cannot_raise))
@@ -327,6 +333,123 @@ class _Code:
     @property
     def here(self) -> int:
         return len(self.code)
+
+
+class _CodeAtZero(_Code):
+    """Code emitted at address 0 to be placed anywhere later (:class:`_Placeable`):
+    every constant and data address reads as 0, noted with the instruction it is in."""
+
+    def __init__(self, collector: bool) -> None:
+        super().__init__()
+        self.collector = collector
+        self.addresses: list[tuple[int, str]] = []  # (instruction, name)
+
+    def address(self, name: str) -> int:
+        self.addresses.append((len(self.code), name))
+        return 0
+
+
+_Label = tuple[str, int] | str
+
+
+@dataclass
+class _Placeable:
+    """A function's machine code as emitted at address 0, and what placing it at
+    another address and in another program changes: its jumps to itself, its calls,
+    its labels, the addresses and constants in it, the function numbers in its site
+    words and source map."""
+
+    code: list[_Key]
+    jumps: list[tuple[int, int, int, int, int, int]]  # (instruction, its fields but imm, target)
+    calls: list[tuple[int, _Label]]  # (instruction, label of another function)
+    labels: list[tuple[_Label, int]]
+    addresses: list[tuple[int, str]]  # (instruction, name): imm += its address
+    data_end: list[int]  # instructions that load the end of the data (see DATA_END)
+    sites: list[tuple[int, int, str]]  # as _Code.all_sites, with function number 0
+    runs: list[tuple[int, int, int]]  # (first instruction, line, column)
+    last_loc: Loc | None
+
+    @classmethod
+    def emit(
+        cls,
+        function: Function,
+        allocation: Allocation,
+        is_checked: bool,
+        frame: int,
+        unit: Unit,
+        collector: bool,
+    ) -> _Placeable:
+        code = _CodeAtZero(collector)
+        _emit_function(code, function, allocation, is_checked, frame, unit, 0)
+        jumps: list[tuple[int, int, int, int, int, int]] = []
+        calls: list[tuple[int, _Label]] = []
+        for index, label in code.fixups:
+            target = code.labels.get(label)
+            if target is None:
+                calls.append((index, label))
+            else:
+                opcode, rd, rs1, rs2, _ = code.code[index]
+                jumps.append((index, opcode, rd, rs1, rs2, target))
+        return cls(
+            code.code,
+            jumps,
+            calls,
+            list(code.labels.items()),
+            code.addresses,
+            code.data_end_fixups,
+            code.all_sites,
+            [(index, line, col) for index, _, line, col in code.runs],
+            code._run_loc,
+        )
+
+    def place(self, code: _Code, number: int) -> None:
+        """Append the code to ``code`` (whose function number is this function's), with
+        ``number`` in its site words, as :func:`_emit_function` would have emitted it."""
+        base = len(code.code)
+        out = code.code
+        out.extend(self.code)
+        for index, opcode, rd, rs1, rs2, target in self.jumps:
+            out[base + index] = (opcode, rd, rs1, rs2, base + target)
+        code.fixups.extend([(base + index, label) for index, label in self.calls])
+        code.labels.update([(label, base + index) for label, index in self.labels])
+        for index, name in self.addresses:  # in order: data is laid out as it is asked for
+            opcode, rd, rs1, rs2, imm = out[base + index]
+            out[base + index] = (opcode, rd, rs1, rs2, (imm + code.address(name)) & _U64)
+        code.data_end_fixups.extend([base + index for index in self.data_end])
+        shifted = number << 16
+        code.all_sites.extend(
+            [(base + index, word | shifted, callee) for index, word, callee in self.sites]
+        )
+        function = code.function
+        code.runs.extend([(base + index, function, line, col) for index, line, col in self.runs])
+        code._run_function, code._run_loc = function, self.last_loc
+        code._run_key = code.runs[-1][1:]
+
+
+#: Runtime functions' code as emitted by earlier programs: every program links the same
+#: runtime functions, with the same allocations, at other addresses.
+_runtime_code: dict[tuple[int, int, bool, int, bool], tuple[Function, object, _Placeable]] = {}
+
+
+def _emit_runtime_function(
+    code: _Code,
+    function: Function,
+    allocation: Allocation,
+    is_checked: bool,
+    frame: int,
+    unit: Unit,
+    number: int,
+) -> None:
+    """:func:`_emit_function` for a runtime function, its code remembered."""
+    key = (id(function), id(allocation.registers), is_checked, frame, code.collector)
+    known = _runtime_code.get(key)
+    if known is None or known[0] is not function or known[1] is not allocation.registers:
+        if len(_runtime_code) >= _RUNTIME_ALLOCATIONS_KEPT:
+            _runtime_code.clear()
+        placeable = _Placeable.emit(function, allocation, is_checked, frame, unit, code.collector)
+        known = (function, allocation.registers, placeable)
+        _runtime_code[key] = known
+    known[2].place(code, number)
 
 
 def emit_program(unit: Unit) -> Emitted:
@@ -457,7 +580,7 @@ def emit_program(unit: Unit) -> Emitted:
             continue
         function = functions[name]
         code.function = function_numbers[name]
-        _emit_function(
+        (_emit_function if function.source is not None else _emit_runtime_function)(
             code,
             function,
             allocations[name],
@@ -926,10 +1049,8 @@ def _emit_function(
                 code.loc = loc
                 if isinstance(ref, DataRef) and ref.name == DATA_END:
                     code.data_end_fixups.append(emit(Opcode.LI, reg(insn.dst)))
-                elif isinstance(ref, DataRef) and ref.name in code.constants:
-                    emit(Opcode.LI, reg(insn.dst), imm=code.constants[ref.name])
                 elif isinstance(ref, DataRef):
-                    emit(Opcode.LI, reg(insn.dst), imm=code.data.address(ref.name))
+                    emit(Opcode.LI, reg(insn.dst), imm=code.address(ref.name))
                 elif isinstance(ref, CodeRef):
                     code.emit_to(
                         Opcode.LI,
@@ -1018,7 +1139,7 @@ def _emit_rare(code: _Code, insn: Insn, allocation: Allocation) -> None:
 def _offset(code: _Code, insn: Insn) -> int:
     """A load's or store's offset, plus the address of the data item it names."""
     if isinstance(insn.ref, DataRef):
-        return insn.imm + code.data.address(insn.ref.name)
+        return insn.imm + code.address(insn.ref.name)
     return insn.imm
 
 
