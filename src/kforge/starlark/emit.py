@@ -679,11 +679,16 @@ class _Summary:
         self.indirect = False  # it has a CALLI
         for block in function.blocks:
             for insn in block.insns:
-                op, ref = insn.op, insn.ref
+                ref = insn.ref
+                if ref is None:  # most instructions; a CALLI's callee is in a register
+                    if insn.op == "CALLI":
+                        self.calls.append(insn)
+                        self.indirect = True
+                    continue
+                op = insn.op
                 if op == "CALL" or op == "CALLI":
                     self.calls.append(insn)
-                    if op == "CALLI":
-                        self.indirect = True
+                    self.indirect = self.indirect or op == "CALLI"
                 if isinstance(ref, CodeRef):
                     self.names.add(ref.name)
                     if op == "CALL":

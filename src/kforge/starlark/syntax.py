@@ -793,10 +793,11 @@ def _plain_arguments(args: ast.arguments) -> bool:
 
 _Suspect = Callable[[Any], bool]
 #: For each kind of node :class:`_Checker` may refuse, whether this one might be refused:
-#: ``True`` for kinds it always refuses, or is careful with (a starred argument, a
-#: ``load``).  A superset of what it refuses, read in one pass over the flat tree.
+#: ``True`` for kinds it always refuses, or is careful with (a ``load``).  A superset of
+#: what it refuses, read in one pass over the flat tree (``*`` outside a call's
+#: arguments is counted apart, see :func:`_plainly_starlark`).
 _SUSPECT: dict[type[ast.AST], _Suspect] = {
-    **dict.fromkeys((*_REFUSED_STATEMENTS, *_REFUSED_EXPRESSIONS, ast.Starred), lambda _: True),
+    **dict.fromkeys((*_REFUSED_STATEMENTS, *_REFUSED_EXPRESSIONS), lambda _: True),
     ast.Name: lambda node: node.id == "load",
     ast.BinOp: lambda node: isinstance(node.op, ast.Pow | ast.MatMult),
     ast.AugAssign: lambda node: (
@@ -821,11 +822,20 @@ def _plainly_starlark(nodes: list[ast.AST]) -> bool:
     """Whether no node is one :class:`_Checker` might refuse: then it need not walk the
     tree (when one might be, it walks it and says which, and where, in its own order)."""
     suspect = _SUSPECT.get
+    starred = 0  # ``*x`` anywhere, less those that are a call's arguments (Starlark's)
     for node in nodes:
-        check = suspect(type(node))
-        if check is not None and check(node):
-            return False
-    return True
+        kind = type(node)
+        if kind is ast.Starred:
+            starred += 1
+        elif kind is ast.Call:
+            for argument in node.args:  # type: ignore[attr-defined]
+                if type(argument) is ast.Starred:
+                    starred -= 1
+        else:
+            check = suspect(kind)
+            if check is not None and check(node):
+                return False
+    return starred == 0
 
 
 def _is_load(statement: ast.stmt) -> bool:
