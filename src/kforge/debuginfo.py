@@ -20,8 +20,9 @@ exported code symbols (:func:`code_labels`).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final
 
 from kforge.program import ForgeProgram, SymbolKind
@@ -143,20 +144,36 @@ class Site:
     col: int
 
 
+#: A call site as a row: return address, then :class:`Site`'s fields in order.
+SiteRow = tuple[int, int, int, int, int, int]
+
+
 class DebugInfo:
     """Per-instruction source positions, as runs of equal positions; and the call sites
-    that let a host walk a stopped machine's stack back to its source frames."""
+    that let a host walk a stopped machine's stack back to its source frames (given as
+    :class:`Site` s by address, or as rows: a compiler writing the map of a long program
+    need not make an object per call)."""
 
     def __init__(
         self,
         functions: Sequence[FunctionInfo],
         runs: Sequence[tuple[int, int, int, int]],
         sites: dict[int, Site] | None = None,
+        *,
+        site_rows: Sequence[SiteRow] = (),
     ) -> None:
         self.functions = tuple(functions)
         self.runs = tuple(runs)
         self._starts = [run[0] for run in self.runs]
-        self.sites = sites or {}
+        self._sites = sites
+        self._site_rows = site_rows
+
+    @property
+    def sites(self) -> dict[int, Site]:
+        """The call sites by return address."""
+        if self._sites is None:
+            self._sites = {row[0]: Site(*row[1:]) for row in self._site_rows}
+        return self._sites
 
     def frames(self, words: Sequence[int], pc: int) -> list[Position]:
         """The source frames of a stopped machine, innermost first: ``words`` is its
@@ -215,12 +232,15 @@ class DebugInfo:
     def encode(self) -> bytes:
         import msgpack
 
-        flat = [value for run in self.runs for value in run]
-        sites = [
-            value
-            for address, site in sorted(self.sites.items())
-            for value in (address, site.pushes, site.kind, site.function, site.line, site.col)
-        ]
+        flat = list(chain.from_iterable(self.runs))
+        if self._sites is None:
+            rows: Iterable[SiteRow] = sorted(self._site_rows)
+        else:
+            rows = (
+                (address, site.pushes, site.kind, site.function, site.line, site.col)
+                for address, site in sorted(self._sites.items())
+            )
+        sites = list(chain.from_iterable(rows))
         body = [[[f.name, f.file, f.runtime] for f in self.functions], flat, sites]
         packed: bytes = msgpack.packb(body, use_bin_type=True)
         return MAGIC + packed

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Final
 
-from kforge.debuginfo import DebugInfo, FunctionInfo, Site
+from kforge.debuginfo import DebugInfo, FunctionInfo
 from kforge.isa import Opcode
 from kforge.program import CheckedCode, ForgeProgram, InstructionFields, InstructionPool
 from kforge.starlark import layout as L
@@ -484,21 +484,16 @@ def emit_program(unit: Unit) -> Emitted:
             clobbers: dict[int, int] = {}
             summary = summaries[name]
             jumps_away = _jump_clobber(summary, allocations, component_of, component_of[name])
+            clobber_of: dict[str, int] = {}  # by callee: a top level calls a few thousand times
             for insn in summary.calls:
                 if insn.op == "CALL":
                     callee = _callee(insn)
-                    if callee in noreturn:
-                        clobbers[id(insn)] = 0
-                    elif callee == SITE_INFO:
-                        clobbers[id(insn)] = SITE_INFO_CLOBBER
-                    elif callee == GC_ALLOC:
-                        clobbers[id(insn)] = GC_ALLOC_CLOBBER
-                    elif (
-                        component_of.get(callee) == component_of[name] or callee not in allocations
-                    ):
-                        clobbers[id(insn)] = ALL_CLOBBERED
-                    else:
-                        clobbers[id(insn)] = allocations[callee].clobber
+                    mask = clobber_of.get(callee)
+                    if mask is None:
+                        mask = clobber_of[callee] = _call_clobber(
+                            callee, noreturn, allocations, component_of, component_of[name]
+                        )
+                    clobbers[id(insn)] = mask
             allocations[name] = _allocate(function, clobbers)
             # a jump to another function (a tail call) changes what that function changes
             allocations[name].clobber |= jumps_away
@@ -599,12 +594,12 @@ def emit_program(unit: Unit) -> Emitted:
         code.patch(index, (len(data.blob) + 7) & ~7)
     instructions = code.instructions()
     program_data = data.finish()
-    debug = DebugInfo(infos, code.runs)
     starlark_to_debug = {
         number: function_numbers[name] for name, number in starlark_numbers.items()
     }
-    debug.sites = {
-        address: Site(
+    site_rows = [
+        (
+            address,
             word & 0xFF,
             (word >> 8) & 3,
             starlark_to_debug.get((word >> 16) & 0xFFFF, 0)
@@ -614,7 +609,8 @@ def emit_program(unit: Unit) -> Emitted:
             word >> 52,
         )
         for address, word, _ in code.all_sites
-    }
+    ]
+    debug = DebugInfo(infos, code.runs, site_rows=site_rows)
     program = ForgeProgram(instructions, program_data, start, metadata=debug.encode())
     return Emitted(program, debug, checked, depth)
 
@@ -644,6 +640,25 @@ def _allocate(function: Function, clobbers: dict[int, int]) -> Allocation:
     return replace(known[1])
 
 
+def _call_clobber(
+    callee: str,
+    noreturn: set[str],
+    allocations: dict[str, Allocation],
+    component_of: dict[str, int],
+    mine: int,
+) -> int:
+    """What a call of ``callee`` may change, seen from the caller (in component ``mine``)."""
+    if callee in noreturn:
+        return 0
+    if callee == SITE_INFO:
+        return SITE_INFO_CLOBBER
+    if callee == GC_ALLOC:
+        return GC_ALLOC_CLOBBER
+    if component_of.get(callee) == mine or callee not in allocations:
+        return ALL_CLOBBERED
+    return allocations[callee].clobber
+
+
 def _may_raise(function: Function, summary: _Summary, may_raise: dict[str, bool]) -> bool:
     """Whether ``function`` may raise an error (``may_raise`` knows its callees, or they
     are in its own component: then they may)."""
@@ -659,8 +674,7 @@ def _may_raise(function: Function, summary: _Summary, may_raise: dict[str, bool]
 
 
 def _callee(insn: Insn) -> str:
-    assert isinstance(insn.ref, CodeRef)
-    return insn.ref.name
+    return insn.ref.name  # type: ignore[union-attr]  # a CALL's ref is a CodeRef
 
 
 class _Summary:
@@ -844,14 +858,23 @@ def _frame_depth(
     """Bytes of stack this function and the unchecked functions below it may use."""
     deepest = 0
     mine = component_of[function.name]
+    saves = allocation.saves
+    below_of: dict[str, int] = {}  # by callee
     for insn in summary.calls:
-        pushed = 8 * len(allocation.saves.get(id(insn), ()))
+        saved = saves.get(id(insn))
+        pushed = 8 * len(saved) if saved else 0
         below = 0
         if insn.op == "CALL":
             callee = _callee(insn)
-            if callee not in checked and component_of.get(callee) != mine:
-                below = depth.get(callee, 0)
-        deepest = max(deepest, pushed + below)
+            below = below_of.get(callee, -1)
+            if below < 0:
+                below = below_of[callee] = (
+                    depth.get(callee, 0)
+                    if callee not in checked and component_of.get(callee) != mine
+                    else 0
+                )
+        if pushed + below > deepest:
+            deepest = pushed + below
     for term in summary.jumps:
         if term.op == "TAILCALL" and isinstance(term.ref, CodeRef):
             callee = term.ref.name
@@ -876,16 +899,21 @@ def _checked_reach(
     once by the start code's reserve (:func:`_stack_reserve`), not once per frame of a
     recursion."""
     deepest: int | None = None
+    saves = allocation.saves
+    below_of: dict[str, int | None] = {}  # by callee
     for insn in summary.calls:
-        pushed = 8 * len(allocation.saves.get(id(insn), ()))
+        saved = saves.get(id(insn))
+        pushed = 8 * len(saved) if saved else 0
         if insn.op == "CALLI":  # a function called through a value is checked
             below: int | None = 0
         else:
             callee = _callee(insn)
-            if callee in checked or component_of.get(callee) == mine:
-                below = 0
+            if callee in below_of:
+                below = below_of[callee]
+            elif callee in checked or component_of.get(callee) == mine:
+                below = below_of[callee] = 0
             else:
-                below = reach.get(callee)
+                below = below_of[callee] = reach.get(callee)
         if below is not None:
             deepest = max(deepest or 0, pushed + below)
     for term in summary.jumps:
