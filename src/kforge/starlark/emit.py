@@ -26,7 +26,7 @@ with it to write the traceback.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
@@ -637,7 +637,8 @@ def _allocate(function: Function, clobbers: dict[int, int]) -> Allocation:
             _runtime_allocations.clear()
         known = (function, allocate(function, clobbers, prefer_high=True))
         _runtime_allocations[key] = known
-    return replace(known[1])
+    shared = known[1]
+    return Allocation(shared.registers, shared.saves, shared.clobber, shared.own, shared.order)
 
 
 def _call_clobber(

@@ -98,8 +98,11 @@ def allocate(
         hint = hint_of(register, -1)
         if hint < -1:  # a move's source: its register, if it has one
             hint = registers.get(-hint, -1)
-        if hint >= 0 and (free & ~clobbered) >> hint & 1:  # _choose's first choice
+        safe = free & ~clobbered
+        if hint >= 0 and safe >> hint & 1:  # _choose's first choices, inline
             phys = hint
+        elif hint < 0 and not prefer_high and safe & used:
+            phys = (safe & used & -(safe & used)).bit_length() - 1
         else:
             phys = _choose(free, clobbered, used, hint, prefer_high)
         registers[register] = phys
