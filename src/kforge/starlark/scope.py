@@ -277,6 +277,8 @@ class Resolver:
     def expr(self, node: ast.expr, block: _Block) -> None:
         if isinstance(node, ast.Name):
             self.use(node, block)
+        elif isinstance(node, ast.Constant):
+            return  # a leaf, and the most common after names
         elif isinstance(node, ast.Lambda):
             for default in (*node.args.defaults, *(d for d in node.args.kw_defaults if d)):
                 self.expr(default, block)
@@ -300,6 +302,8 @@ class Resolver:
     def check_call(self, node: ast.Call) -> None:
         """The Go implementation's rules on the order of arguments (Python's tree keeps
         positional and keyword arguments apart, so the order comes from positions)."""
+        if not node.keywords and not any(type(argument) is ast.Starred for argument in node.args):
+            return  # positional arguments alone: in any order
         items: list[tuple[tuple[int, int], str, ast.AST]] = []
         for argument in node.args:
             kind = "*" if isinstance(argument, ast.Starred) else "positional"
