@@ -370,7 +370,7 @@ class _Placeable:
     last_loc: Loc | None
 
     @classmethod
-    def emit(
+    def of_runtime(
         cls,
         function: Function,
         allocation: Allocation,
@@ -379,8 +379,22 @@ class _Placeable:
         unit: Unit,
         collector: bool,
     ) -> _Placeable:
-        code = _CodeAtZero(collector)
-        _emit_function(code, function, allocation, is_checked, frame, unit, 0)
+        """The code of runtime ``function``, emitted once per process for each way a
+        program may link it."""
+        key = (id(function), id(allocation.registers), is_checked, frame, collector)
+        known = _runtime_code.get(key)
+        if known is None or known[0] is not function or known[1] is not allocation.registers:
+            if len(_runtime_code) >= _RUNTIME_ALLOCATIONS_KEPT:
+                _runtime_code.clear()
+            code = _CodeAtZero(collector)
+            _emit_function(code, function, allocation, is_checked, frame, unit, 0)
+            known = (function, allocation.registers, cls.from_code(code))
+            _runtime_code[key] = known
+        return known[2]
+
+    @classmethod
+    def from_code(cls, code: _CodeAtZero) -> _Placeable:
+        """The placeable form of one function's code, emitted alone."""
         jumps: list[tuple[int, int, int, int, int, int]] = []
         calls: list[tuple[int, _Label]] = []
         for index, label in code.fixups:
@@ -429,27 +443,6 @@ class _Placeable:
 #: Runtime functions' code as emitted by earlier programs: every program links the same
 #: runtime functions, with the same allocations, at other addresses.
 _runtime_code: dict[tuple[int, int, bool, int, bool], tuple[Function, object, _Placeable]] = {}
-
-
-def _emit_runtime_function(
-    code: _Code,
-    function: Function,
-    allocation: Allocation,
-    is_checked: bool,
-    frame: int,
-    unit: Unit,
-    number: int,
-) -> None:
-    """:func:`_emit_function` for a runtime function, its code remembered."""
-    key = (id(function), id(allocation.registers), is_checked, frame, code.collector)
-    known = _runtime_code.get(key)
-    if known is None or known[0] is not function or known[1] is not allocation.registers:
-        if len(_runtime_code) >= _RUNTIME_ALLOCATIONS_KEPT:
-            _runtime_code.clear()
-        placeable = _Placeable.emit(function, allocation, is_checked, frame, unit, code.collector)
-        known = (function, allocation.registers, placeable)
-        _runtime_code[key] = known
-    known[2].place(code, number)
 
 
 def emit_program(unit: Unit) -> Emitted:
@@ -575,15 +568,21 @@ def emit_program(unit: Unit) -> Emitted:
             continue
         function = functions[name]
         code.function = function_numbers[name]
-        (_emit_function if function.source is not None else _emit_runtime_function)(
-            code,
-            function,
-            allocations[name],
-            name in checked,
-            frame.get(name, 0),
-            unit,
-            starlark_numbers.get(name, builtin_numbers.get(name, 0)),
-        )
+        number = starlark_numbers.get(name, builtin_numbers.get(name, 0))
+        if function.source is None:  # the same in every program but for its addresses
+            placeable = _Placeable.of_runtime(
+                function,
+                allocations[name],
+                name in checked,
+                frame.get(name, 0),
+                unit,
+                code.collector,
+            )
+            placeable.place(code, number)
+        else:
+            _emit_function(
+                code, function, allocations[name], name in checked, frame.get(name, 0), unit, number
+            )
     if SITE_INFO in functions:
         code.function = function_numbers[SITE_INFO]
         code.loc = None
