@@ -102,12 +102,15 @@ class Resolution:
         """Break the scopes' reference cycles (a scope and its children, a scope and its
         variables) once the file is lowered, so that reference counting frees the scopes
         and the syntax tree they hold at once: the compiler pauses the cycle collector,
-        and a tree left to it costs a collection of tens of thousands of objects."""
+        and a tree left to it costs a collection of tens of thousands of objects.  The
+        bindings go too: the lowering's own cycles may still reach the resolution."""
         for scope in (self.module, *self.functions.values()):
             scope.parent = None
             scope.children.clear()
             scope.variables.clear()
             scope.free.clear()
+        self.bindings.clear()
+        self.functions.clear()
 
 
 class Resolver:

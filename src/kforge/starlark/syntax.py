@@ -51,6 +51,15 @@ class Source:
     #: Decoded string literals by node id: (bytes, is_bytes_literal).
     strings: dict[int, tuple[bytes, bool]]
 
+    def release(self) -> None:
+        """Let go of the tree, the tokens and the strings once the file is lowered: the
+        lowering may leave reference cycles that reach this file (closures that call
+        themselves), and the compiler pauses the cycle collector, so what they hold
+        would wait for a collection that walks all of it."""
+        self.module.body.clear()
+        self.positions.release()
+        self.strings.clear()
+
 
 class Positions:
     """Token positions, to find the operator of a binary expression and the bracket of
@@ -65,6 +74,11 @@ class Positions:
             if t.type == tokenize.OP or (t.type == tokenize.NAME and t.string in self._KEYWORDS)
         ]
         self._starts = [t.start for t in self._tokens]
+
+    def release(self) -> None:
+        """Let go of the tokens (see :meth:`Source.release`)."""
+        self._tokens.clear()
+        self._starts.clear()
 
     def after(self, node: ast.AST, symbols: tuple[str, ...]) -> tuple[int, int]:
         """1-based (line, col) of the first token in ``symbols`` after ``node`` ends,
