@@ -38,7 +38,7 @@ from kforge.starlark.builtins import (
 )
 from kforge.starlark.data import Declarations
 from kforge.starlark.errors import StarlarkCompileError
-from kforge.starlark.ir import BlockRef, CodeRef, DataRef, Function, Loc
+from kforge.starlark.ir import Block, BlockRef, CodeRef, DataRef, Function, Loc
 from kforge.starlark.lowlevel import FLOAT_VARIANT, RuntimeLibrary, global_item
 from kforge.starlark.regs import HP, LIM, MAX_ARGUMENTS, ONE, SIGN, ZERO
 from kforge.starlark.scope import Binding, FunctionScope, Kind, Resolution, Variable
@@ -250,37 +250,46 @@ def _functions_defined_once(
     """Top-level ``def`` s whose global is bound by that ``def`` and nothing else."""
     bound: dict[str, int] = {}
     defs: dict[str, ast.FunctionDef] = {}
-
-    def count(target: ast.AST) -> None:
-        if isinstance(target, ast.Name):
-            bound[target.id] = bound.get(target.id, 0) + 1
-        elif isinstance(target, ast.Tuple | ast.List):
-            for element in target.elts:
-                count(element)
-
-    def visit(statements: list[ast.stmt], top: bool) -> None:
-        for statement in statements:
-            if isinstance(statement, ast.FunctionDef):
-                bound[statement.name] = bound.get(statement.name, 0) + 1
-                if top:
-                    defs[statement.name] = statement
-            elif isinstance(statement, ast.Assign):
-                count(statement.targets[0])
-            elif isinstance(statement, ast.AugAssign):
-                count(statement.target)
-            elif isinstance(statement, ast.For):
-                count(statement.target)
-                visit(statement.body, False)
-            elif isinstance(statement, ast.If | ast.While):
-                visit(statement.body, False)
-                visit(statement.orelse, False)
-
-    visit(module.body, True)
+    _count_bindings(module.body, True, bound, defs)
     return {
         name: node
         for name, node in defs.items()
         if bound.get(name) == 1 and name in resolution.globals
     }
+
+
+def _count_bindings(
+    statements: list[ast.stmt],
+    top: bool,
+    bound: dict[str, int],
+    defs: dict[str, ast.FunctionDef],
+) -> None:
+    """Count in ``bound`` how often ``statements`` bind each global name, and note the
+    top level's ``def`` s in ``defs``.  (Functions of their own rather than closures
+    calling themselves, which would be reference cycles left to the collector.)"""
+    for statement in statements:
+        if isinstance(statement, ast.FunctionDef):
+            bound[statement.name] = bound.get(statement.name, 0) + 1
+            if top:
+                defs[statement.name] = statement
+        elif isinstance(statement, ast.Assign):
+            _count_target(statement.targets[0], bound)
+        elif isinstance(statement, ast.AugAssign):
+            _count_target(statement.target, bound)
+        elif isinstance(statement, ast.For):
+            _count_target(statement.target, bound)
+            _count_bindings(statement.body, False, bound, defs)
+        elif isinstance(statement, ast.If | ast.While):
+            _count_bindings(statement.body, False, bound, defs)
+            _count_bindings(statement.orelse, False, bound, defs)
+
+
+def _count_target(target: ast.AST, bound: dict[str, int]) -> None:
+    if isinstance(target, ast.Name):
+        bound[target.id] = bound.get(target.id, 0) + 1
+    elif isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            _count_target(element, bound)
 
 
 class FunctionCompiler:
@@ -1189,23 +1198,7 @@ class FunctionCompiler:
                 bits[id(leaf)] = b.load(values[position], L.FLOAT_BITS)
                 position += 1
 
-        def compute(part: ast.expr) -> int:
-            if not isinstance(part, ast.BinOp) or id(part) in self.computed:
-                return bits[id(part)]
-            x = compute(part.left)
-            y = compute(part.right)
-            if part is node and where is not None:
-                b.loc = where
-            else:
-                b.loc = self.position(part.left, _BINARY_SYMBOL[type(part.op)])
-            name = _FLOAT_OPERATORS[type(part.op)]
-            if name != "f64_add" and name != "f64_sub" and name != "f64_mul":
-                divisor = b.new_block()  # a zero divisor: an error, the general path's
-                b.br("NZ", b.op("SHL", y, ONE), -1, divisor, bail)
-                b.set_block(divisor)
-            return self.rt(name, x, y)
-
-        b.mov(self.new_float(compute(node)), dst=result)
+        b.mov(self.new_float(self.float_bits_of(node, node, where, bits, bail)), dst=result)
         b.jmp(done)
         b.set_block(bail)
         b.loc = saved
@@ -1218,6 +1211,27 @@ class FunctionCompiler:
         b.set_block(done)
         b.loc = saved
         return result
+
+    def float_bits_of(
+        self, part: ast.expr, node: ast.BinOp, where: Loc | None, bits: dict[int, int], bail: Block
+    ) -> int:
+        """The double's bits ``part`` of the float tree ``node`` computes on its float
+        path (the leaves' bits are in ``bits``); a zero divisor goes to ``bail``."""
+        if not isinstance(part, ast.BinOp) or id(part) in self.computed:
+            return bits[id(part)]
+        b = self.b
+        x = self.float_bits_of(part.left, node, where, bits, bail)
+        y = self.float_bits_of(part.right, node, where, bits, bail)
+        if part is node and where is not None:
+            b.loc = where
+        else:
+            b.loc = self.position(part.left, _BINARY_SYMBOL[type(part.op)])
+        name = _FLOAT_OPERATORS[type(part.op)]
+        if name != "f64_add" and name != "f64_sub" and name != "f64_mul":
+            divisor = b.new_block()  # a zero divisor: an error, the general path's
+            b.br("NZ", b.op("SHL", y, ONE), -1, divisor, bail)
+            b.set_block(divisor)
+        return self.rt(name, x, y)
 
     def int_variable(self, node: ast.expr) -> bool:
         """Whether ``node`` is a local variable a ``range`` loop counts with (an int,
@@ -2518,54 +2532,10 @@ class _FloatTree:
         pure_name: Callable[[ast.Name], bool],
         int_variable: Callable[[ast.expr], bool],
     ) -> _FloatTree | None:
-        tree = cls([], [])
-        failing = False  # whether something that may fail comes before
-
-        def walk(part: ast.expr) -> bool:
-            """Add ``part``'s leaves; False if the tree is not sound; whether it is
-            made of int literals alone is kept in ``ints``."""
-            nonlocal failing
-            if (
-                isinstance(part, ast.BinOp)
-                and type(part.op) in _FLOAT_OPERATORS
-                and not int_variable(part.left)
-                and not int_variable(part.right)
-            ):
-                if not walk(part.left) or not walk(part.right):
-                    return False
-                if ints.get(id(part.left)) and ints.get(id(part.right)):
-                    return False
-                failing = True
-                return True
-            if cls.literal(part):
-                tree.leaves.append(part)
-                ints[id(part)] = isinstance(part, ast.Constant) and isinstance(part.value, int)
-                return True
-            if isinstance(part, ast.Name) and pure_name(part):
-                tree.leaves.append(part)
-                return True
-            if (
-                isinstance(part, ast.Subscript)
-                and isinstance(part.value, ast.Name)
-                and pure_name(part.value)
-                and (
-                    (isinstance(part.slice, ast.Name) and pure_name(part.slice))
-                    or _constant_int(part.slice) is not None
-                )
-            ):
-                tree.leaves.append(part)
-                failing = True
-                return True
-            if failing:
-                return False
-            tree.leaves.append(part)
-            tree.computed.append(part)
-            return True
-
-        ints: dict[int, bool] = {}
-        if not walk(node) or node in tree.computed:
+        walker = _FloatTreeWalker(cls([], []), pure_name, int_variable)
+        if not walker.walk(node) or node in walker.tree.computed:
             return None
-        return tree
+        return walker.tree
 
     @staticmethod
     def literal(node: ast.expr) -> bool:
@@ -2576,6 +2546,63 @@ class _FloatTree:
         if isinstance(value, bool):
             return False
         return isinstance(value, float) or (isinstance(value, int) and abs(value) < 2**53)
+
+
+class _FloatTreeWalker:
+    """Finds a ``_FloatTree``'s leaves, in the order they are computed (a class rather
+    than a closure calling itself, which would be a reference cycle)."""
+
+    def __init__(
+        self,
+        tree: _FloatTree,
+        pure_name: Callable[[ast.Name], bool],
+        int_variable: Callable[[ast.expr], bool],
+    ) -> None:
+        self.tree = tree
+        self.pure_name = pure_name
+        self.int_variable = int_variable
+        self.failing = False  # whether something that may fail comes before
+        self.ints: dict[int, bool] = {}  # whether a part is made of int literals alone
+
+    def walk(self, part: ast.expr) -> bool:
+        """Add ``part``'s leaves; False if the tree is not sound."""
+        tree, pure_name, ints = self.tree, self.pure_name, self.ints
+        if (
+            isinstance(part, ast.BinOp)
+            and type(part.op) in _FLOAT_OPERATORS
+            and not self.int_variable(part.left)
+            and not self.int_variable(part.right)
+        ):
+            if not self.walk(part.left) or not self.walk(part.right):
+                return False
+            if ints.get(id(part.left)) and ints.get(id(part.right)):
+                return False
+            self.failing = True
+            return True
+        if _FloatTree.literal(part):
+            tree.leaves.append(part)
+            ints[id(part)] = isinstance(part, ast.Constant) and isinstance(part.value, int)
+            return True
+        if isinstance(part, ast.Name) and pure_name(part):
+            tree.leaves.append(part)
+            return True
+        if (
+            isinstance(part, ast.Subscript)
+            and isinstance(part.value, ast.Name)
+            and pure_name(part.value)
+            and (
+                (isinstance(part.slice, ast.Name) and pure_name(part.slice))
+                or _constant_int(part.slice) is not None
+            )
+        ):
+            tree.leaves.append(part)
+            self.failing = True
+            return True
+        if self.failing:
+            return False
+        tree.leaves.append(part)
+        tree.computed.append(part)
+        return True
 
 
 def _shows_floats(module: ast.Module) -> bool:
