@@ -7,7 +7,7 @@ allocation and the result's canonical form included).  Ticks are what a program 
 metered in and the same on both tiers, so this measures the runtime's code, not the
 host (wall time on the fast tier: see ``bench_starlark.py``'s big-integer workload).
 
-Operands are dense values of the stated size (a 1000-bit operand has 32 limbs, none
+Operands are dense values of the stated size (a 1000-bit operand has 16 limbs, none
 of them zero: a product skips the zero limbs of its shorter factor); ``b`` is three
 bits shorter than ``a`` (at 64 bits it is a small int), and the dividend of the
 divisions is twice as long as the divisor.

@@ -36,8 +36,9 @@ TICK_BUDGET = 200_000_000
 MEMORY_QUOTA = 16 * 1024 * 1024
 FILENAME = "t.star"
 
-#: Values at the edges of the representations: small ints (63 bits), machine words,
-#: limbs (32 bits) and a few multi-limb powers.
+#: Values at the edges of the representations: small ints (63 bits), machine words and
+#: limbs (64 bits), the halves products and quotients work on (32 bits) and a few
+#: multi-limb powers.
 BOUNDARIES = [
     0, 1, -1, 2, -3,
     2**31 - 1, 2**31, -(2**31),
@@ -45,7 +46,7 @@ BOUNDARIES = [
     2**62 - 1, 2**62, -(2**62), -(2**62) - 1, 2**62 + 1,
     2**63 - 1, 2**63, -(2**63), -(2**63) - 1,
     2**64 - 1, 2**64, -(2**64), 2**64 + 1,
-    2**96, -(2**96) + 1, 2**128 - 1,
+    2**96, -(2**96) + 1, 2**127 + 2**63, 2**128 - 1, 2**128, -(2**128) - 1, 2**192 - 1,
 ]  # fmt: skip
 
 #: Divisions whose estimated quotient digit is one too large even after Knuth's test,
@@ -259,8 +260,9 @@ print(int(str(f * g)) == f * g, int(str(-f), 10) == -f)
 
 
 def limb_sweep_operands(lengths: range) -> list[int]:
-    """For each length in ``lengths`` (in limbs): all ones (a carry through every
-    limb), the top bit alone, and a fixed pseudo-random magnitude; with both signs."""
+    """For each length in ``lengths`` (in 32-bit halves of a limb): all ones (a carry
+    through every limb), the top bit alone, and a fixed pseudo-random magnitude; with
+    both signs."""
     rng = random.Random(7)
     values = []
     for limbs in lengths:
@@ -280,10 +282,10 @@ RESIDUE = 4294967291
 
 
 def test_limb_counts_around_every_unrolled_turn() -> None:
-    """Sums and differences of pairs of lengths from 1 to 35 limbs (past two turns of
-    the widest unrolled loop, sixteen limbs a turn, with every remainder); products
-    and quotients of pairs, and by small operands, from 1 to 19 limbs.  Each line also
-    checks identities that fail if a result is not in canonical form."""
+    """Sums and differences of pairs of lengths from 1 to 35 halves of a limb (past two
+    turns of the widest unrolled loop, six 64-bit limbs a turn, with every remainder);
+    products and quotients of pairs, and by small operands, from 1 to 19 halves.  Each
+    line also checks identities that fail if a result is not in canonical form."""
     long = limb_sweep_operands(range(1, 36))
     short = limb_sweep_operands(range(1, 20))
     smalls = SMALL_OPERANDS + [-d for d in SMALL_OPERANDS]
@@ -340,6 +342,70 @@ for q in {divisors}:
         printed(dividend // q, dividend % q, -dividend // q, -dividend % q) for q in divisors
     )
     assert_prints(run_both_tiers(source), expected)
+
+
+def test_64_bit_limb_boundaries() -> None:
+    """Values around the edges of 64-bit limbs: carries and borrows through every limb,
+    operands of one limb against many, divisors of one or two limbs whose top half is
+    zero (divided on 32-bit halves), bitwise operations and shifts of negative values
+    at limb edges, digits in bases 8, 10 and 16, and conversions to floats."""
+    ones = [(1 << (64 * k)) - 1 for k in range(1, 15)]
+    values = ones + [1 << (64 * k) for k in range(1, 15)] + [-(1 << 64), -(1 << 128) + 1]
+    divisors = [
+        2**32 - 1, 2**32 + 7, 2**63 + 1, 2**64 - 1, 2**64 + 1, 2**64 + 2**32 - 1,
+        (2**32 - 1) << 64 | 5, 2**95 + 3, 2**128 - 1,
+    ]  # fmt: skip
+    source = f"""
+ones = {ones}
+values = {values}
+divisors = {divisors}
+for x in ones:
+    print(x + 1, x + 1 - 1 == x, x + x, -x - 1, (x + 1) - x, 1 - (x + 1), x * x)
+for x in values:
+    print(x + 3, 3 + x, x - 3, 3 - x, x + (1 << 200), (1 << 200) - x)
+    print(x & -1, x | (1 << 63), x ^ -(1 << 64), -x & ((1 << 64) - 1), ~x, -x >> 63, -x >> 64)
+    print(x >> 1, x << 1, x >> 63, x << 63, x >> 64, x << 64, x >> 65, x << 65, x >> 128)
+    print("%x %o %X" % (x, x, -x), int(str(x)) == x, int("%x" % x, 16) == x)
+    for d in divisors:
+        print(x // d, x % d, -x // d, -x % d, x // -d, x % -d, x // d * d + x % d == x)
+"""
+    lines = []
+    for x in ones:
+        lines.append(printed(x + 1, True, x + x, -x - 1, 1, -x, x * x))
+    for x in values:
+        lines.append(printed(x + 3, 3 + x, x - 3, 3 - x, x + (1 << 200), (1 << 200) - x))
+        lines.append(
+            printed(x & -1, x | (1 << 63), x ^ -(1 << 64), -x & ((1 << 64) - 1), ~x)[:-1]
+            + " "
+            + printed(-x >> 63, -x >> 64)
+        )
+        lines.append(printed(x >> 1, x << 1, x >> 63, x << 63, x >> 64, x << 64, x >> 65, x << 65, x >> 128))
+        lines.append(printed("%x %o %X" % (x, x, -x), True, True))
+        for d in divisors:
+            lines.append(printed(x // d, x % d, -x // d, -x % d, x // -d, x % -d, True))
+    assert_prints(run_both_tiers(source), "".join(lines))
+
+
+def test_ints_and_floats_hash_alike_across_the_small_and_big_forms() -> None:
+    """A float key finds the equal int in a dict and the other way round, alone and in
+    a tuple: a big int hashes as its 32-bit halves, as the float of the same value
+    does, whether the top limb's upper half is zero or not, and a small int as a word."""
+    ints = [
+        2**62 - 1024, 2**62, -(2**62), -(2**62) - 1024, 2**63, -(2**63), 2**64, -(2**64),
+        2**64 + 2**12, 2**95, 2**96, 2**127, 2**128, 2**200, -(2**300), 3 << 70,
+    ]  # fmt: skip
+    source = f"""
+ints = {ints}
+by_int = {{}}
+by_float = {{}}
+for i, x in enumerate(ints):
+    by_int[x] = i
+    by_int[(x, 1)] = i
+    by_float[float(x)] = i
+for i, x in enumerate(ints):
+    print(by_int[float(x)] == i, by_int[(float(x), 1)] == i, by_float[x] == i, float(x) == x)
+"""
+    assert_prints(run_both_tiers(source), printed(True, True, True, True) * len(ints))
 
 
 def test_shift_counts_at_their_limits() -> None:

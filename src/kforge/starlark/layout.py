@@ -101,12 +101,18 @@ STR_HASH_SHIFT: Final = 16
 #: The bits of a string's hash (what fits in the header above its tag and flags).
 STR_HASH_MASK: Final = (1 << 48) - 1
 
-# big int: header, sign (0 or 1) << 32 | limb count, then 32-bit limbs, least significant
-# first, one per word; the top limb is non-zero and the value does not fit a small int
+# big int: header, sign (0 or 1) << 32 | limb count, then 64-bit limbs (one a word), least
+# significant first; the top limb is non-zero and the value does not fit a small int
 BIGINT_INFO: Final = 8
 BIGINT_LIMBS: Final = 16
-LIMB_BITS: Final = 32
-LIMB_MASK: Final = (1 << 32) - 1
+LIMB_BITS: Final = 64
+LIMB_MASK: Final = (1 << 64) - 1
+#: The limb count's bits in a big int's info word.
+BIGINT_COUNT_MASK: Final = (1 << 32) - 1
+#: A half limb: multiplication and division work on 32-bit halves (the machine has no
+#: high-half multiply, and ``DIV`` divides one word by another).
+HALF_BITS: Final = 32
+HALF_MASK: Final = (1 << 32) - 1
 
 # list: header, length, capacity, address of the items block's first item,
 # count of iterations in progress (a list being iterated may not change size)

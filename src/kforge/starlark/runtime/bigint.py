@@ -1,8 +1,7 @@
 """Arbitrary-precision integers.
 
 A big int is a heap object (:data:`~kforge.starlark.layout.TAG_BIGINT`): a sign and
-a magnitude of 32-bit limbs, least significant first, one limb per word, no leading
-zero limb.  Every ``big_*`` function takes int values of either kind (small or big)
+a magnitude of 64-bit limbs, least significant first, no leading zero limb.  Every ``big_*`` function takes int values of either kind (small or big)
 and returns the canonical form: a small int whenever the value fits one.
 
 How the work is laid out, and why:
@@ -16,10 +15,18 @@ How the work is laid out, and why:
   from a free run), the part of it that is not needed goes back to the heap at once.
 * Temporaries (the normalized operands of a long division, the digits of a decimal
   conversion) live in one scratch block that grows as needed and is reused.
-* Limbs are 32 bits in 64-bit words so that a limb product plus two limbs fits a
-  word (the machine has no high-half multiply) and a two-limb numerator divides
-  with one ``DIV``.  Loops step pointers and keep their constants in locals, since
-  every instruction is a tick.
+* Limbs fill their words, so that a sum, a difference or a bitwise operation takes
+  one step per 64 bits and a result's memory is no larger than its value; a carry or
+  borrow is read off the top bits of the operands and the result, since no
+  instruction reads the carry flag.  Products and quotients are made of 32-bit
+  *halves* (the machine has no high-half multiply, and ``DIV`` divides one word by
+  another): by a half (a factorial's step, ``n % 10``, a decimal conversion) a limb
+  at a time, two halves each; otherwise the operands are split into arrays of halves,
+  one per word, in the scratch block, multiplied or divided there, and the result
+  joined back into limbs (linear work beside the quadratic).
+* Loops step pointers and keep their constants in locals, since every instruction is
+  a tick; an unrolled turn names each limb's values apart (a reused name costs a
+  move per use).
 
 Runtime dialect (see :mod:`kforge.starlark.lowlevel`): every name is a word.
 """
@@ -56,11 +63,11 @@ if TYPE_CHECKING:
 #: The base of the chunks a decimal conversion divides off (the largest power of ten
 #: below 2**32).
 _BILLION: Final = 1_000_000_000
-_LIMB_BASE: Final = 1 << 32
+_HALF_BASE: Final = 1 << 32
 #: The magnitude of the smallest small int, the one magnitude that is small only when
 #: negative.
 _SMALL_EDGE: Final = 1 << 62
-#: Bytes per operand slot: header, info, two limbs (any small int's magnitude).
+#: Bytes per operand slot: header, info, one limb (any small int's magnitude), a spare word.
 _SLOT: Final = 32
 
 _bigint_operand_slots = Global(__name__)
@@ -80,33 +87,29 @@ def int_from_word(n: int) -> int:
 
 def int_from_magnitude(m: int, sign: int) -> int:
     """The int with magnitude ``m`` (a word) and ``sign``: a small int if it fits,
-    else a big int of two limbs (its magnitude is 2**62 or more)."""
+    else a big int of one limb (its magnitude is 2**62 or more)."""
     if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
         if sign != 0:
             return ((0 - m) << 1) | 1
         return (m << 1) | 1
-    r = big_alloc(2)
-    store(r + L.BIGINT_INFO, (sign << 32) | 2)
-    store(r + L.BIGINT_LIMBS, m & L.LIMB_MASK)
-    store(r + L.BIGINT_LIMBS + 8, m >> 32)
+    r = big_alloc(1)
+    store(r + L.BIGINT_INFO, (sign << 32) | 1)
+    store(r + L.BIGINT_LIMBS, m)
     return r
 
 
 def word_of(limbs: int) -> int:
-    """The magnitude of at most two limbs as a word (an operand slot and a big int
-    below 2**64 both hold two)."""
-    return load(limbs) | (load(limbs + 8) << 32)
+    """The magnitude of at most one limb as a word (an operand slot always holds its
+    limb, zero for the int 0)."""
+    return load(limbs)
 
 
 def big_to_word(v: int) -> int:
     """``v`` (an int of either kind) as a signed machine word; only for values that fit."""
     if v & 1:
         return sar(v, 1)
-    info = load(v + L.BIGINT_INFO)
     magnitude = load(v + L.BIGINT_LIMBS)
-    if (info & L.LIMB_MASK) > 1:
-        magnitude = magnitude | (load(v + L.BIGINT_LIMBS + 8) << 32)
-    if info >> 32:
+    if load(v + L.BIGINT_INFO) >> 32:
         return 0 - magnitude
     return magnitude
 
@@ -144,11 +147,8 @@ def small_view(v: int, slot: int) -> int:
         info = 1 << 32
     if n != 0:
         info += 1
-        if n >> 32:
-            info += 1
     store(o + L.BIGINT_INFO, info)
-    store(o + L.BIGINT_LIMBS, n & L.LIMB_MASK)
-    store(o + L.BIGINT_LIMBS + 8, n >> 32)
+    store(o + L.BIGINT_LIMBS, n)
     return o
 
 
@@ -162,7 +162,7 @@ def make_operand_slots() -> int:
 
 
 def limb_count(x: int) -> int:
-    return load(x + L.BIGINT_INFO) & L.LIMB_MASK
+    return load(x + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK
 
 
 def sign_of(x: int) -> int:
@@ -170,6 +170,7 @@ def sign_of(x: int) -> int:
     return load(x + L.BIGINT_INFO) >> 32
 
 
+@inline
 def big_alloc(count: int) -> int:
     """A zeroed big int object with room for ``count`` limbs, to be passed to
     :func:`big_finish` (or given its info word) before anything else is allocated."""
@@ -182,7 +183,7 @@ def big_finish_top(r: int, count: int, sign: int) -> int:
     """:func:`big_finish` for a result of ``count`` limbs or one fewer, whose limb
     below the last is not zero (a sum or a product by one limb, whose last limb is
     the carry): no limbs to scan, and the last one's room given back if it is zero."""
-    if count <= 3:  # the result may fit a small int
+    if count <= 2:  # the result may fit a small int
         return big_finish(r, count, sign)
     end = r + L.BIGINT_LIMBS + (count << 3)
     info = (sign << 32) | count
@@ -206,12 +207,10 @@ def big_finish(r: int, count: int, sign: int) -> int:
             break
         top -= 8
     used = (top - limbs) >> 3
-    if used <= 2:
+    if used <= 1:
         m = 0
         if used != 0:
             m = load(limbs)
-            if used == 2:
-                m = m | (load(limbs + 8) << 32)
         if m < _SMALL_EDGE or (sign != 0 and m == _SMALL_EDGE):
             if heap_pointer() == end:
                 # memory above the heap pointer must stay zeroed for the next alloc
@@ -276,65 +275,68 @@ def mag_compare(p: int, n: int, q: int, m: int) -> int:
 
 
 def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``, ``r`` zeroed.
+    """``r[0:n+1] = p[0:n] + q[0:m]`` for ``n >= m``, six limbs a turn (64
+    instructions: the fast tier cuts a longer loop into two blocks, which runs slower).
 
-    The loop takes eight limbs a turn and masks no sum: the first sum of a pair is
-    stored whole (its carry bit lands in the upper half of its word), then the
-    second is stored shifted up 32 bits at that word's upper half, which clears the
-    carry bit and fills the next word's lower half (the machine allows unaligned
-    words); that word's upper half is left zero as it was.  (Sixteen limbs a turn
-    would take fewer ticks, but a loop over 64 instructions is cut into two blocks on
-    the fast tier, which then runs it slower.)"""
-    mask = L.LIMB_MASK
-    shift = 32
+    No instruction reads a carry flag, so each limb's carry out is read off the top
+    bits of its operands and its sum ``s = x + y + carry``: where ``x`` and ``y``
+    agree, the carry is their top bit, and where they differ it is the complement of
+    the sum's, which ``((x ^ s) | (y ^ s)) ^ s`` gives in one expression."""
+    top = 63
     step = 8
-    pair = 16
-    turn = 64
+    turn = 48
     carry = 0
     end = q + (m << 3)
-    lead = q + ((m & 7) << 3)  # the limbs before the first whole turn: one, then pairs
-    if m & 1:
-        t = load(p) + load(q)
-        store(r, t & mask)
-        carry = t >> shift
+    lead = q + ((m % 6) << 3)  # the limbs before the first whole turn
+    while q < lead:
+        x = load(p)
+        y = load(q)
+        s = x + y + carry
+        store(r, s)
+        carry = (((x ^ s) | (y ^ s)) ^ s) >> top
         p += step
         q += step
         r += step
-    while q < lead:
-        t = load(p) + load(q) + carry
-        store(r, t)
-        t = load(p + 8) + load(q + 8) + (t >> shift)
-        store(r + 4, t << shift)
-        carry = t >> shift
-        p += pair
-        q += pair
-        r += pair
     while q < end:
-        t = load(p) + load(q) + carry
-        store(r, t)
-        t = load(p + 8) + load(q + 8) + (t >> shift)
-        store(r + 4, t << shift)
-        t = load(p + 16) + load(q + 16) + (t >> shift)
-        store(r + 16, t)
-        t = load(p + 24) + load(q + 24) + (t >> shift)
-        store(r + 20, t << shift)
-        t = load(p + 32) + load(q + 32) + (t >> shift)
-        store(r + 32, t)
-        t = load(p + 40) + load(q + 40) + (t >> shift)
-        store(r + 36, t << shift)
-        t = load(p + 48) + load(q + 48) + (t >> shift)
-        store(r + 48, t)
-        t = load(p + 56) + load(q + 56) + (t >> shift)
-        store(r + 52, t << shift)
-        carry = t >> shift
+        x0 = load(p)
+        y0 = load(q)
+        s0 = x0 + y0 + carry
+        store(r, s0)
+        carry = (((x0 ^ s0) | (y0 ^ s0)) ^ s0) >> top
+        x1 = load(p + 8)
+        y1 = load(q + 8)
+        s1 = x1 + y1 + carry
+        store(r + 8, s1)
+        carry = (((x1 ^ s1) | (y1 ^ s1)) ^ s1) >> top
+        x2 = load(p + 16)
+        y2 = load(q + 16)
+        s2 = x2 + y2 + carry
+        store(r + 16, s2)
+        carry = (((x2 ^ s2) | (y2 ^ s2)) ^ s2) >> top
+        x3 = load(p + 24)
+        y3 = load(q + 24)
+        s3 = x3 + y3 + carry
+        store(r + 24, s3)
+        carry = (((x3 ^ s3) | (y3 ^ s3)) ^ s3) >> top
+        x4 = load(p + 32)
+        y4 = load(q + 32)
+        s4 = x4 + y4 + carry
+        store(r + 32, s4)
+        carry = (((x4 ^ s4) | (y4 ^ s4)) ^ s4) >> top
+        x5 = load(p + 40)
+        y5 = load(q + 40)
+        s5 = x5 + y5 + carry
+        store(r + 40, s5)
+        carry = (((x5 ^ s5) | (y5 ^ s5)) ^ s5) >> top
         p += turn
         q += turn
         r += turn
     end = p + ((n - m) << 3)
-    while p < end and carry != 0:
-        t = load(p) + carry
-        store(r, t & mask)
-        carry = t >> shift
+    while p < end and carry != 0:  # the carry goes on while the limbs are all ones
+        s = load(p) + carry
+        store(r, s)
+        if s != 0:
+            carry = 0
         p += step
         r += step
     store(r + (end - p), carry)
@@ -344,41 +346,54 @@ def mag_add(r: int, p: int, n: int, q: int, m: int) -> None:
 
 def mag_sub(r: int, p: int, n: int, q: int, m: int) -> None:
     """``r[0:n] = p[0:n] - q[0:m]`` for ``p >= q`` (``r`` may be ``p`` or ``q``), four
-    limbs a turn, storing pairs of limbs as :func:`mag_add` does: a difference's
-    borrow fills the upper half of its word, which the next limb's store clears."""
-    mask = L.LIMB_MASK
-    sign = 63
-    shift = 32
+    limbs a turn.  As in :func:`mag_add`, each borrow out of ``d = x - y - borrow`` is
+    read off top bits: ``y`` 's where ``x`` and ``y`` differ, else ``d`` 's, which
+    ``((x ^ y) | (d ^ y)) ^ x`` gives."""
+    top = 63
     step = 8
     turn = 32
     borrow = 0
     end = q + (m << 3)
     lead = q + ((m & 3) << 3)
     while q < lead:
-        t = load(p) - load(q) - borrow
-        store(r, t & mask)
-        borrow = t >> sign
+        x = load(p)
+        y = load(q)
+        d = x - y - borrow
+        store(r, d)
+        borrow = (((x ^ y) | (d ^ y)) ^ x) >> top
         p += step
         q += step
         r += step
     while q < end:
-        t = load(p) - load(q) - borrow
-        store(r, t)
-        t = load(p + 8) - load(q + 8) - (t >> sign)
-        store(r + 4, t << shift)
-        u = load(p + 16) - load(q + 16) - (t >> sign)
-        store(r + 16, u)
-        t = load(p + 24) - load(q + 24) - (u >> sign)
-        store(r + 20, t << shift)
-        borrow = t >> sign
+        x0 = load(p)
+        y0 = load(q)
+        d0 = x0 - y0 - borrow
+        store(r, d0)
+        borrow = (((x0 ^ y0) | (d0 ^ y0)) ^ x0) >> top
+        x1 = load(p + 8)
+        y1 = load(q + 8)
+        d1 = x1 - y1 - borrow
+        store(r + 8, d1)
+        borrow = (((x1 ^ y1) | (d1 ^ y1)) ^ x1) >> top
+        x2 = load(p + 16)
+        y2 = load(q + 16)
+        d2 = x2 - y2 - borrow
+        store(r + 16, d2)
+        borrow = (((x2 ^ y2) | (d2 ^ y2)) ^ x2) >> top
+        x3 = load(p + 24)
+        y3 = load(q + 24)
+        d3 = x3 - y3 - borrow
+        store(r + 24, d3)
+        borrow = (((x3 ^ y3) | (d3 ^ y3)) ^ x3) >> top
         p += turn
         q += turn
         r += turn
     end = p + ((n - m) << 3)
-    while p < end and borrow != 0:
-        t = load(p) - borrow
-        store(r, t & mask)
-        borrow = t >> sign
+    while p < end and borrow != 0:  # the borrow goes on while the limbs are zero
+        x = load(p)
+        store(r, x - borrow)
+        if x != 0:
+            borrow = 0
         p += step
         r += step
     if p < end and p != r:
@@ -387,12 +402,11 @@ def mag_sub(r: int, p: int, n: int, q: int, m: int) -> None:
 
 def mag_increment(p: int, n: int) -> None:
     """Add 1 to ``p[0:n]`` in place (the caller leaves room for a carry limb)."""
-    mask = L.LIMB_MASK
     end = p + 8 * n
     while p < end:
         s = load(p) + 1
-        store(p, s & mask)
-        if s <= mask:
+        store(p, s)
+        if s != 0:
             return
         p += 8
 
@@ -405,12 +419,72 @@ def mag_decrement(p: int) -> None:
     store(p, load(p) - 1)
 
 
-def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
-    """``r[0:n+m] = p[0:n] * q[0:m]``, ``r`` zeroed on entry; the inner loop (over
-    ``q``: pass the longer operand there) takes four limbs a turn, storing pairs of
-    limbs as :func:`mag_add` does.  A limb product plus a limb and a carry stays
-    below 2**64."""
-    mask = L.LIMB_MASK
+def mag_mul(r: int, p: int, n: int, q: int, m: int, work: int) -> None:
+    """``r[0:n+m] = p[0:n] * q[0:m]`` (pass the longer operand as ``q``), computed on
+    32-bit halves (a half's product plus two halves fits a word): both operands are
+    split into halves in ``work`` (``mul_scratch_words(n + m)`` words), multiplied
+    there by :func:`halves_mul`, and the product joined back into limbs."""
+    a = work
+    b = a + (n << 4)
+    t = b + (m << 4)
+    split_halves(a, p, n)
+    split_halves(b, q, m)
+    end = t + ((n + m) << 4)
+    z = t
+    while z < end:
+        store(z, 0)
+        z += 8
+    halves_mul(t, a, half_count(p, n), b, half_count(q, m))
+    join_halves(r, t, n + m)
+
+
+def mul_scratch_words(limbs: int) -> int:
+    """The scratch words :func:`mag_mul` needs for operands of ``limbs`` limbs in all."""
+    return limbs << 2
+
+
+@inline
+def half_count(p: int, n: int) -> int:
+    """The 32-bit halves of the ``n`` limbs at ``p`` (``n >= 1``, the top one not zero),
+    without a leading zero half."""
+    if load(p + (n << 3) - 8) >> 32:
+        return n << 1
+    return (n << 1) - 1
+
+
+@inline
+def split_halves(h: int, p: int, n: int) -> None:
+    """``h[0:2n]``: the 32-bit halves of ``p[0:n]``, low first, one per word."""
+    mask = L.HALF_MASK
+    shift = 32
+    end = p + (n << 3)
+    while p < end:
+        x = load(p)
+        store(h, x & mask)
+        store(h + 8, x >> shift)
+        p += 8
+        h += 16
+
+
+@inline
+def join_halves(r: int, h: int, n: int) -> None:
+    """``r[0:n]``: the limbs whose halves are ``h[0:2n]``, one per word."""
+    shift = 32
+    end = r + (n << 3)
+    while r < end:
+        store(r, load(h) | (load(h + 8) << shift))
+        h += 16
+        r += 8
+
+
+def halves_mul(r: int, p: int, n: int, q: int, m: int) -> None:
+    """``r[0:n+m] = p[0:n] * q[0:m]`` on 32-bit halves one per word, ``r`` zeroed on
+    entry; the inner loop (over ``q``: pass the longer operand there) takes four
+    halves a turn, storing pairs of halves unmasked: the first product of a pair is
+    stored whole (its carry lands in the upper half of its word), then the second is
+    stored shifted up 32 bits at that word's upper half, which clears the carry and
+    fills the next word's lower half (the machine allows unaligned words)."""
+    mask = L.HALF_MASK
     shift = 32
     step = 8
     turn = 32
@@ -447,115 +521,166 @@ def mag_mul(r: int, p: int, n: int, q: int, m: int) -> None:
 
 
 def mag_mul_limb(r: int, p: int, n: int, x: int, carry: int) -> None:
-    """``r[0:n+1] = p[0:n] * x + carry`` for a one-limb ``x`` and ``carry``, ``r``
-    zeroed or ``p`` itself: one pass, eight limbs a turn, storing pairs of limbs as
-    :func:`mag_add` does (each limb is read before a store can reach its word)."""
-    mask = L.LIMB_MASK
+    """``r[0:n+1] = p[0:n] * x + carry`` for ``x`` and ``carry`` below 2**32, ``r``
+    apart from ``p`` (its old words do not matter): one pass, four limbs a turn, each
+    limb as two products of a half.  A limb's low product is stored whole and its high
+    one at the limb's upper half, which fills it and puts the carry in the next limb's
+    lower half, which that limb's own store overwrites."""
+    mask = L.HALF_MASK
     shift = 32
     step = 8
-    turn = 64
+    turn = 32
     end = p + (n << 3)
-    lead = p + ((n & 7) << 3)
+    lead = p + ((n & 3) << 3)
     while p < lead:
-        w = x * load(p) + carry
-        store(r, w & mask)
-        carry = w >> shift
+        w = load(p)
+        lo = x * (w & mask) + carry
+        hi = x * (w >> shift) + (lo >> shift)
+        store(r, (lo & mask) | (hi << shift))
+        carry = hi >> shift
         p += step
         r += step
     while p < end:
-        w = x * load(p) + carry
-        store(r, w)
-        w = x * load(p + 8) + (w >> shift)
-        store(r + 4, w << shift)
-        w = x * load(p + 16) + (w >> shift)
-        store(r + 16, w)
-        w = x * load(p + 24) + (w >> shift)
-        store(r + 20, w << shift)
-        w = x * load(p + 32) + (w >> shift)
-        store(r + 32, w)
-        w = x * load(p + 40) + (w >> shift)
-        store(r + 36, w << shift)
-        w = x * load(p + 48) + (w >> shift)
-        store(r + 48, w)
-        w = x * load(p + 56) + (w >> shift)
-        store(r + 52, w << shift)
-        carry = w >> shift
+        w0 = load(p)
+        lo0 = x * (w0 & mask) + carry
+        store(r, lo0)
+        hi0 = x * (w0 >> shift) + (lo0 >> shift)
+        w1 = load(p + 8)
+        store(r + 4, hi0)
+        lo1 = x * (w1 & mask) + (hi0 >> shift)
+        store(r + 8, lo1)
+        hi1 = x * (w1 >> shift) + (lo1 >> shift)
+        w2 = load(p + 16)
+        store(r + 12, hi1)
+        lo2 = x * (w2 & mask) + (hi1 >> shift)
+        store(r + 16, lo2)
+        hi2 = x * (w2 >> shift) + (lo2 >> shift)
+        w3 = load(p + 24)
+        store(r + 20, hi2)
+        lo3 = x * (w3 & mask) + (hi2 >> shift)
+        store(r + 24, lo3)
+        hi3 = x * (w3 >> shift) + (lo3 >> shift)
+        store(r + 28, hi3)
+        carry = hi3 >> shift
         p += turn
         r += turn
     store(r, carry)
 
 
 def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
-    """``quotient[0:n] = p[0:n] // d`` for a one-limb ``d != 0`` (``quotient`` may be
-    ``p``), four limbs a turn; returns the remainder."""
+    """``quotient[0:n] = p[0:n] // d`` for ``0 < d < 2**32`` (``quotient`` may be
+    ``p``), a half at a time (a remainder and a half make one word), two limbs a
+    turn; returns the remainder."""
+    mask = L.HALF_MASK
     shift = 32
     step = 8
-    turn = 32
+    turn = 16
     rem = 0
     a = p + (n << 3)
     t = quotient + (n << 3)
-    lead = a - ((n & 3) << 3)
-    while a > lead:
+    if n & 1:
         a -= step
         t -= step
-        num = (rem << shift) | load(a)
-        store(t, num // d)
+        w = load(a)
+        num = w >> shift
+        high = num // d
+        num = ((num % d) << shift) | (w & mask)
+        store(t, (high << shift) | (num // d))
         rem = num % d
     while a > p:
         a -= turn
         t -= turn
-        num = (rem << shift) | load(a + 24)
-        store(t + 24, num // d)
-        rem = num % d
-        num = (rem << shift) | load(a + 16)
-        store(t + 16, num // d)
-        rem = num % d
-        num = (rem << shift) | load(a + 8)
-        store(t + 8, num // d)
-        rem = num % d
-        num = (rem << shift) | load(a)
-        store(t, num // d)
-        rem = num % d
+        w1 = load(a + 8)
+        num1 = (rem << shift) | (w1 >> shift)
+        high1 = num1 // d
+        num1 = ((num1 % d) << shift) | (w1 & mask)
+        store(t + 8, (high1 << shift) | (num1 // d))
+        w0 = load(a)
+        num0 = ((num1 % d) << shift) | (w0 >> shift)
+        high0 = num0 // d
+        num0 = ((num0 % d) << shift) | (w0 & mask)
+        store(t, (high0 << shift) | (num0 // d))
+        rem = num0 % d
     return rem
 
-
 def mag_mod_limb(p: int, n: int, d: int) -> int:
-    """``p[0:n] % d`` for a one-limb ``d != 0``, four limbs a turn."""
+    """``p[0:n] % d`` for ``0 < d < 2**32``, a half at a time, two limbs a turn."""
+    mask = L.HALF_MASK
     shift = 32
     step = 8
-    turn = 32
+    turn = 16
     rem = 0
     a = p + (n << 3)
-    lead = a - ((n & 3) << 3)
-    while a > lead:
+    if n & 1:
         a -= step
-        rem = ((rem << shift) | load(a)) % d
+        w = load(a)
+        rem = (w >> shift) % d
+        rem = ((rem << shift) | (w & mask)) % d
     while a > p:
         a -= turn
-        rem = ((rem << shift) | load(a + 24)) % d
-        rem = ((rem << shift) | load(a + 16)) % d
-        rem = ((rem << shift) | load(a + 8)) % d
-        rem = ((rem << shift) | load(a)) % d
+        w = load(a + 8)
+        rem = ((rem << shift) | (w >> shift)) % d
+        rem = ((rem << shift) | (w & mask)) % d
+        w = load(a)
+        rem = ((rem << shift) | (w >> shift)) % d
+        rem = ((rem << shift) | (w & mask)) % d
     return rem
 
 
 def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, work: int) -> int:
-    """Long division (Knuth's algorithm D) of ``p[0:n]`` by ``q[0:m]``, ``n >= m >= 2``:
+    """Long division of ``p[0:n]`` by ``q[0:m]`` (``|p| >= |q| >= 2**32``) on 32-bit
+    halves: ``quotient[0:n-m+1]`` and ``remainder[0:m]`` (either may be 0 when not
+    wanted, else zeroed), using ``divmod_scratch_words(n, m)`` words at ``work``.
+    Returns 1 if the remainder is not zero."""
+    n2 = half_count(p, n)
+    m2 = half_count(q, m)
+    a = work
+    b = a + (n << 4)
+    hq = b + (m << 4)  # the quotient's halves, and a zero half to join an odd count
+    hr = hq + ((n2 - m2 + 2) << 3)  # the remainder's, likewise
+    rest = hr + ((m2 + 1) << 3)
+    split_halves(a, p, n)
+    split_halves(b, q, m)
+    qh = 0
+    if quotient != 0:
+        qh = hq
+        store(hq + ((n2 - m2 + 1) << 3), 0)
+    rh = 0
+    if remainder != 0:
+        rh = hr
+        store(hr + (m2 << 3), 0)
+    nonzero = halves_divmod(qh, rh, a, n2, b, m2, rest)
+    if quotient != 0:
+        join_halves(quotient, hq, (n2 - m2 + 2) >> 1)
+    if remainder != 0:
+        join_halves(remainder, hr, (m2 + 1) >> 1)
+    return nonzero
+
+
+def divmod_scratch_words(n: int, m: int) -> int:
+    """The scratch words :func:`mag_divmod` needs for a dividend of ``n`` limbs and a
+    divisor of ``m``."""
+    return 6 * (n + m) + 4
+
+
+def halves_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, work: int) -> int:
+    """Long division (Knuth's algorithm D) of ``p[0:n]`` by ``q[0:m]``, arrays of 32-bit
+    halves one per word (``q[m-1]`` not zero), ``n >= m >= 2``:
     ``quotient[0:n-m+1]`` and ``remainder[0:m]`` (either may be 0 when not wanted),
     using ``n + m + 1`` words at ``work``.  Returns 1 if the remainder is not zero."""
-    mask = L.LIMB_MASK
-    base = _LIMB_BASE
+    mask = L.HALF_MASK
+    base = _HALF_BASE
     shift = 32
     step = 8
     span = m << 3  # the divisor's bytes: u's window is uj[0:m+1]
     # normalize: shift both so that the divisor's top limb has its high bit set; each
     # estimated quotient digit is then at most 2 too large, and the test on the next
     # limb below leaves it at most 1 too large
-    s = clz64(load(q + span - 8)) - 32  # a limb's leading zeros, in 32 bits
+    s = clz64(load(q + span - 8)) - 32  # a half's leading zeros, in 32 bits
     u = work
     v = work + ((n + 1) << 3)
-    shift_limbs_left(v, q, m, s)
-    store(u + (n << 3), shift_limbs_left(u, p, n, s))
+    shift_halves_left(v, q, m, s)
+    store(u + (n << 3), shift_halves_left(u, p, n, s))
     vtop = load(v + span - 8)
     vnext = load(v + span - 16)
     uj = u + ((n - m) << 3)
@@ -571,10 +696,10 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
             rhat += vtop
             if rhat >= base:
                 break
-        t = high - mag_submul(uj, v, m, qhat)
+        t = high - halves_submul(uj, v, m, qhat)
         if t >> 63:  # qhat was one too large: add the divisor back
             qhat -= 1
-            t += mag_addback(uj, v, m)
+            t += halves_addback(uj, v, m)
         store(uj + span, t & mask)
         if quotient != 0:
             store(digit, qhat)
@@ -596,14 +721,14 @@ def mag_divmod(quotient: int, remainder: int, p: int, n: int, q: int, m: int, wo
     return nonzero != 0
 
 
-def mag_submul(a: int, v: int, m: int, factor: int) -> int:
-    """``a[0:m] -= factor * v[0:m]`` (``factor < 2**32``), two limbs a turn, storing
-    pairs of limbs as :func:`mag_add` does; returns what is still to subtract from
-    ``a[m]``.  Each step subtracts ``P = factor * v[i] + carry`` from ``a[i]``: the
+def halves_submul(a: int, v: int, m: int, factor: int) -> int:
+    """``a[0:m] -= factor * v[0:m]`` on halves (``factor < 2**32``), two a turn,
+    storing pairs unmasked as :func:`halves_mul` does; returns what is still to
+    subtract from ``a[m]``.  Each step subtracts ``P = factor * v[i] + carry`` from ``a[i]``: the
     difference's low half is the limb, and ``ceil((P - a[i]) / 2**32)``, the next
     carry, is ``(2**32 - 1 - difference) >> 32`` (the carry never exceeds ``factor``,
     so nothing here leaves a word)."""
-    mask = L.LIMB_MASK
+    mask = L.HALF_MASK
     shift = 32
     step = 8
     pair = 16
@@ -626,9 +751,9 @@ def mag_submul(a: int, v: int, m: int, factor: int) -> int:
     return carry
 
 
-def mag_addback(a: int, v: int, m: int) -> int:
-    """``a[0:m] += v[0:m]``; returns the carry out."""
-    mask = L.LIMB_MASK
+def halves_addback(a: int, v: int, m: int) -> int:
+    """``a[0:m] += v[0:m]`` on halves; returns the carry out."""
+    mask = L.HALF_MASK
     shift = 32
     carry = 0
     end = v + 8 * m
@@ -642,9 +767,28 @@ def mag_addback(a: int, v: int, m: int) -> int:
 
 
 def shift_limbs_left(r: int, p: int, n: int, s: int) -> int:
+    """``r[0:n] = p[0:n] << s`` (``0 <= s < 64``) without the top carry, which is
+    returned (``r`` may be ``p`` only if ``r <= p``)."""
+    if s == 0:  # a shift by 64 is one by 0 on the machine: no bits come over
+        copy_limbs(r, p, n)
+        return 0
+    back = 64 - s
+    step = 8
+    carry = 0
+    end = p + 8 * n
+    while p < end:
+        x = load(p)
+        store(r, (x << s) | carry)
+        carry = x >> back
+        p += step
+        r += step
+    return carry
+
+
+def shift_halves_left(r: int, p: int, n: int, s: int) -> int:
     """``r[0:n] = p[0:n] << s`` (``0 <= s < 32``) without the top carry, which is
     returned (``r`` may be ``p`` only if ``r <= p``)."""
-    mask = L.LIMB_MASK
+    mask = L.HALF_MASK
     back = 32 - s
     step = 8
     carry = 0
@@ -669,17 +813,18 @@ def big_sub(a: int, b: int) -> int:
     return add_signed(a, b, 1)
 
 
+@inline
 def add_signed(a: int, b: int, negate_b: int) -> int:
     """``a + b``, or ``a - b`` when ``negate_b``."""
     x = big_view(a, 0)
     y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
-    n = x_info & L.LIMB_MASK
-    m = y_info & L.LIMB_MASK
+    n = x_info & L.BIGINT_COUNT_MASK
+    m = y_info & L.BIGINT_COUNT_MASK
     xs = x_info >> 32
     ys = (y_info >> 32) ^ negate_b
-    if n <= 2 and m <= 2:  # both magnitudes fit a word
+    if n <= 1 and m <= 1:  # both magnitudes fit a word
         return add_words(word_of(x + L.BIGINT_LIMBS), xs, word_of(y + L.BIGINT_LIMBS), ys)
     if xs == ys:
         if n < m:
@@ -687,7 +832,7 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
             x = y
             y = t
             n = m
-            m = x_info & L.LIMB_MASK
+            m = x_info & L.BIGINT_COUNT_MASK
         r = big_alloc(n + 1)
         mag_add(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, y + L.BIGINT_LIMBS, m)
         return big_finish_top(r, n + 1, xs)
@@ -706,16 +851,15 @@ def add_signed(a: int, b: int, negate_b: int) -> int:
 def add_words(x: int, xs: int, y: int, ys: int) -> int:
     """The sum of the magnitude ``x`` with sign ``xs`` and ``y`` with sign ``ys``,
     both words: a carry out of the word (told by the sum being below ``x``) makes a
-    third limb."""
+    second limb."""
     if xs == ys:
         total = x + y
         if total >= x:
             return int_from_magnitude(total, xs)
-        r = big_alloc(3)
-        store(r + L.BIGINT_INFO, (xs << 32) | 3)
-        store(r + L.BIGINT_LIMBS, total & L.LIMB_MASK)
-        store(r + L.BIGINT_LIMBS + 8, total >> 32)
-        store(r + L.BIGINT_LIMBS + 16, 1)
+        r = big_alloc(2)
+        store(r + L.BIGINT_INFO, (xs << 32) | 2)
+        store(r + L.BIGINT_LIMBS, total)
+        store(r + L.BIGINT_LIMBS + 8, 1)
         return r
     if x >= y:
         return int_from_magnitude(x - y, xs)
@@ -737,7 +881,7 @@ def big_mul(a: int, b: int) -> int:
         if (k >> 32) == 0:
             if k == 0:
                 return 1
-            n = info & L.LIMB_MASK
+            n = info & L.BIGINT_COUNT_MASK
             r = big_alloc(n + 1)
             mag_mul_limb(r + L.BIGINT_LIMBS, a + L.BIGINT_LIMBS, n, k, 0)
             return big_finish_top(r, n + 1, sign)
@@ -745,22 +889,25 @@ def big_mul(a: int, b: int) -> int:
     y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
-    n = x_info & L.LIMB_MASK
-    m = y_info & L.LIMB_MASK
+    n = x_info & L.BIGINT_COUNT_MASK
+    m = y_info & L.BIGINT_COUNT_MASK
     if n < m:  # x the longer
         t = x
         x = y
         y = t
         n = m
-        m = x_info & L.LIMB_MASK
+        m = x_info & L.BIGINT_COUNT_MASK
     if m == 0:
         return 1
     sign = (x_info ^ y_info) >> 32
-    r = big_alloc(n + m)
-    if m == 1:
-        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, load(y + L.BIGINT_LIMBS), 0)
+    k = load(y + L.BIGINT_LIMBS)
+    if m == 1 and (k >> 32) == 0:
+        r = big_alloc(n + 1)
+        mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, k, 0)
         return big_finish_top(r, n + 1, sign)
-    mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n)
+    work = scratch(mul_scratch_words(n + m))
+    r = big_alloc(n + m)
+    mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n, work)
     return big_finish(r, n + m, sign)
 
 
@@ -779,19 +926,19 @@ def divide(a: int, b: int, want_remainder: int) -> int:
     if b & 1 and (a & 1) == 0:  # a big int by a small one, say ``n % 10``
         d = sar(b, 1)
         info = load(a + L.BIGINT_INFO)
-        n = info & L.LIMB_MASK
+        n = info & L.BIGINT_COUNT_MASK
         ys = 0
         if slt(d, 0):
             d = 0 - d
             ys = 1
-        if n > 2 and d != 0 and (d >> 32) == 0:
+        if n > 1 and d != 0 and (d >> 32) == 0:
             return divide_by_limb(a + L.BIGINT_LIMBS, n, d, (info >> 32) ^ ys, ys, want_remainder)
     x = big_view(a, 0)
     y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
-    n = x_info & L.LIMB_MASK
-    m = y_info & L.LIMB_MASK
+    n = x_info & L.BIGINT_COUNT_MASK
+    m = y_info & L.BIGINT_COUNT_MASK
     if m == 0:
         if want_remainder:
             error(text("integer modulo by zero"), 0)
@@ -811,7 +958,7 @@ def divide(a: int, b: int, want_remainder: int) -> int:
             mag_sub(r + L.BIGINT_LIMBS, yl, m, xl, n)
             return big_finish(r, m, ys)
         return 0 - 1  # the small int -1
-    if n <= 2:  # both magnitudes fit a word (m <= n): one DIV does it
+    if n <= 1:  # both magnitudes fit a word (m <= n): one DIV does it
         dividend = word_of(xl)
         divisor = word_of(yl)
         rem = dividend % divisor
@@ -823,9 +970,9 @@ def divide(a: int, b: int, want_remainder: int) -> int:
         if differ and rem != 0:
             quotient += 1
         return int_from_magnitude(quotient, differ)
-    if m == 1:
+    if m == 1 and (load(yl) >> 32) == 0:
         return divide_by_limb(xl, n, load(yl), differ, ys, want_remainder)
-    work = scratch(n + m + 1)
+    work = scratch(divmod_scratch_words(n, m))
     # nonzero: whether the truncated division leaves a remainder (the floor then moves)
     if want_remainder:
         r = big_alloc(m)
@@ -843,8 +990,8 @@ def divide(a: int, b: int, want_remainder: int) -> int:
 
 
 def divide_by_limb(xl: int, n: int, d: int, differ: int, ys: int, want_remainder: int) -> int:
-    """:func:`divide` of the ``n`` limbs at ``xl`` (three or more) by the one-limb
-    ``d``: a remainder is found without writing a quotient, and is a small int."""
+    """:func:`divide` of the ``n`` limbs at ``xl`` (two or more) by ``d`` below 2**32:
+    a remainder is found without writing a quotient, and is a small int."""
     if want_remainder:
         rem = mag_mod_limb(xl, n, d)
         if differ and rem != 0:
@@ -936,38 +1083,34 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
 
     A negative operand's limbs are complemented and incremented as they are read
     (its form is ``~(m - 1)``), and a negative result is converted back the same way
-    as it is written."""
+    as it is written; the increment's carry goes on only past limbs that come out
+    zero."""
     x = big_view(a, 0)
     y = big_view(b, 1)
     x_info = load(x + L.BIGINT_INFO)
     y_info = load(y + L.BIGINT_INFO)
-    n = x_info & L.LIMB_MASK
-    m = y_info & L.LIMB_MASK
+    n = x_info & L.BIGINT_COUNT_MASK
+    m = y_info & L.BIGINT_COUNT_MASK
     if n < m:  # the operations are symmetric: make x the longer
         t = x
         x = y
         y = t
         n = m
-        m = x_info & L.LIMB_MASK
+        m = x_info & L.BIGINT_COUNT_MASK
     xs = sign_of(x)
     ys = sign_of(y)
     if (xs | ys) == 0:
-        if n <= 2:  # two magnitudes below 2**64, say a 64-bit mask: one word each
+        if n <= 1:  # two magnitudes below 2**64, say a 64-bit mask: one word each
             u = word_of(x + L.BIGINT_LIMBS)
             w = word_of(y + L.BIGINT_LIMBS)
-            z = ((u & w) & (and_part | (and_part << 32))) ^ (
-                (u ^ w) & (xor_part | (xor_part << 32))
-            )
-            return int_from_magnitude(z, 0)
+            return int_from_magnitude(((u & w) & and_part) ^ ((u ^ w) & xor_part), 0)
         return bitwise_magnitudes(x, n, y, m, and_part, xor_part)
     # the result's sign is the operation applied to the sign bits
     rs = (((xs & ys) & and_part) ^ ((xs ^ ys) & xor_part)) & 1
-    mask = L.LIMB_MASK
-    shift = 32
     step = 8
-    x_flip = (0 - xs) & mask
-    y_flip = (0 - ys) & mask
-    r_flip = (0 - rs) & mask
+    x_flip = 0 - xs
+    y_flip = 0 - ys
+    r_flip = 0 - rs
     x_carry = xs
     y_carry = ys
     r_carry = rs
@@ -977,33 +1120,43 @@ def bitwise(a: int, b: int, and_part: int, xor_part: int) -> int:
     t = r + L.BIGINT_LIMBS
     end = q + 8 * m
     while q < end:
-        u = (load(p) ^ x_flip) + x_carry
-        x_carry = u >> shift
-        u = u & mask
-        w = (load(q) ^ y_flip) + y_carry
-        y_carry = w >> shift
-        w = w & mask
+        u = load(p) ^ x_flip
+        if x_carry != 0:
+            u += 1
+            if u != 0:
+                x_carry = 0
+        w = load(q) ^ y_flip
+        if y_carry != 0:
+            w += 1
+            if w != 0:
+                y_carry = 0
         z = (((u & w) & and_part) ^ ((u ^ w) & xor_part)) ^ r_flip
-        z += r_carry
-        r_carry = z >> shift
-        store(t, z & mask)
+        if r_carry != 0:
+            z += 1
+            if z != 0:
+                r_carry = 0
+        store(t, z)
         p += step
         q += step
         t += step
     # the same step past y's limbs, where y's form is all zeros or all ones: y_flip
     end = x + L.BIGINT_LIMBS + 8 * n
     while p < end:
-        u = (load(p) ^ x_flip) + x_carry
-        x_carry = u >> shift
-        u = u & mask
+        u = load(p) ^ x_flip
+        if x_carry != 0:
+            u += 1
+            if u != 0:
+                x_carry = 0
         z = (((u & y_flip) & and_part) ^ ((u ^ y_flip) & xor_part)) ^ r_flip
-        z += r_carry
-        r_carry = z >> shift
-        store(t, z & mask)
+        if r_carry != 0:
+            z += 1
+            if z != 0:
+                r_carry = 0
+        store(t, z)
         p += step
         t += step
     z = (((x_flip & y_flip) & and_part) ^ ((x_flip ^ y_flip) & xor_part)) ^ r_flip
-    store(t, (z + r_carry) & mask)
+    store(t, z + r_carry)
     return big_finish(r, n + 1, rs)
 
 
@@ -1040,11 +1193,11 @@ def big_lshift(a: int, count: int) -> int:
     n = limb_count(x)
     if n == 0:
         return 1
-    words = count >> 5
+    words = count >> 6
     total = n + words + 1
     r = big_alloc(total)
     rl = r + L.BIGINT_LIMBS + 8 * words
-    store(rl + 8 * n, shift_limbs_left(rl, x + L.BIGINT_LIMBS, n, count & 31))
+    store(rl + 8 * n, shift_limbs_left(rl, x + L.BIGINT_LIMBS, n, count & 63))
     return big_finish(r, total, sign_of(x))
 
 
@@ -1053,13 +1206,12 @@ def big_rshift(a: int, count: int) -> int:
     x = big_view(a, 0)
     n = limb_count(x)
     xs = sign_of(x)
-    words = count >> 5
+    words = count >> 6
     if words >= n:
         if xs != 0:
             return 0 - 1
         return 1
-    s = count & 31
-    mask = L.LIMB_MASK
+    s = count & 63
     xl = x + L.BIGINT_LIMBS
     lost = 0
     if xs != 0:  # a negative value that loses set bits rounds down: magnitude + 1
@@ -1072,15 +1224,18 @@ def big_rshift(a: int, count: int) -> int:
     total = n - words
     r = big_alloc(total + 1)
     rl = r + L.BIGINT_LIMBS
-    back = 32 - s
     p = xl + 8 * words
-    last = xl + 8 * (n - 1)
-    t = rl
-    while p < last:
-        store(t, (load(p) >> s) | ((load(p + 8) << back) & mask))
-        p += 8
-        t += 8
-    store(t, load(p) >> s)
+    if s == 0:  # a shift by 64 is one by 0 on the machine: whole limbs move
+        copy_limbs(rl, p, total)
+    else:
+        back = 64 - s
+        last = xl + 8 * (n - 1)
+        t = rl
+        while p < last:
+            store(t, (load(p) >> s) | (load(p + 8) << back))
+            p += 8
+            t += 8
+        store(t, load(p) >> s)
     if lost != 0:
         mag_increment(rl, total + 1)
     return big_finish(r, total + 1, xs)
@@ -1098,10 +1253,10 @@ def big_write_decimal(buffer: int, v: int) -> None:
     n = limb_count(v)
     if sign_of(v):
         buf_byte(buffer, 45)
-    if n <= 2:
+    if n <= 1:
         buf_decimal(buffer, word_of(v + L.BIGINT_LIMBS))
         return
-    work = scratch(3 * n + 2)  # the magnitude, then at most 1.08 chunks per limb
+    work = scratch(4 * n + 2)  # the magnitude, then at most 2.15 chunks per limb
     copy_limbs(work, v + L.BIGINT_LIMBS, n)
     chunks = work + 8 * n
     count = 0

@@ -174,10 +174,8 @@ def int_argument(v: int, builtin: int, parameter: int) -> int:
     if tag_of(v) != L.TAG_BIGINT:
         error_argument_type(builtin, parameter, v, text("int"))
     info = load(v + L.BIGINT_INFO)
-    if (info & 0xFFFFFFFF) <= 2:
+    if (info & L.BIGINT_COUNT_MASK) == 1:
         magnitude = load(v + L.BIGINT_LIMBS)
-        if (info & 0xFFFFFFFF) == 2:
-            magnitude = magnitude | (load(v + L.BIGINT_LIMBS + 8) << 32)
         if info >> 32 == 0 and magnitude < L.SIGN_BIT:
             return magnitude
         if info >> 32 != 0 and magnitude <= L.SIGN_BIT:

@@ -890,12 +890,14 @@ def parse_decimal_exactly(p: int, n: int, scale: int) -> int:
     """The double nearest DIGITS * 10**scale, DIGITS being every digit of the ``n``
     bytes at ``p`` (with its point and underscores): exact big-int arithmetic, its
     temporaries given back."""
-    # room for the division's scratch: the numerator and 10**-scale, in limbs (a limb
-    # holds more than nine digits; the numerator has 66 bits more than the quotient)
-    words = 0
+    # room for the scratch of the division or the product below (``divmod_scratch_words``
+    # is the larger): their operands have fewer limbs than a tenth of the digits and of
+    # the scale (a limb holds nineteen digits; the numerator has 66 bits more than the
+    # quotient), and a few more
+    digits_of_scale = scale
     if slt_word(scale, 0):
-        words = 2 * ((n - scale) // 9 + 8)
-    big_prepare(words)
+        digits_of_scale = 0 - scale
+    big_prepare(6 * ((n + digits_of_scale) // 9 + 8) + 4)
     mark = heap_pointer()
     digits = 1  # the int 0
     chunk = 0
@@ -938,8 +940,8 @@ def int_bit_length(v: int) -> int:
         if n == 0:
             return 0
         return 64 - clz64(n)
-    count = load(v + L.BIGINT_INFO) & L.LIMB_MASK
-    return 32 * count - clz64(load(v + L.BIGINT_LIMBS + 8 * count - 8) << 32)
+    count = load(v + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK
+    return 64 * count - clz64(load(v + L.BIGINT_LIMBS + 8 * count - 8))
 
 
 def hex_digit(c: int) -> int:

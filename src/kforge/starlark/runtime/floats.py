@@ -150,22 +150,22 @@ def big_to_bits(v: int, scale: int, sticky: int) -> int:
         shift = clz64(n)
         return f64_from_top(sign, n << shift, sticky, 64 - shift + scale)
     info = load(v + L.BIGINT_INFO)
-    count = info & L.LIMB_MASK
+    count = info & L.BIGINT_COUNT_MASK
     limbs = v + L.BIGINT_LIMBS
-    # the top 64 bits of the magnitude, from its top three limbs (a big int has two at
-    # least), and whether any bit below them is set
-    top = (load(limbs + 8 * count - 8) << 32) | load(limbs + 8 * count - 16)
+    # the top 64 bits of the magnitude, from its top two limbs, and whether any bit
+    # below them is set
+    top = load(limbs + 8 * count - 8)
     shift = clz64(top)
-    bits = 32 * count - shift
-    below = count - 2
-    if shift != 0 and below > 0:
-        low = load(limbs + 8 * below - 8)
-        top = (top << shift) | (low >> (32 - shift))
-        if (low << (32 + shift)) != 0:
-            sticky = 1
-        below -= 1
-    else:
+    bits = 64 * count - shift
+    below = count - 1
+    if shift != 0:
         top = top << shift
+        if below > 0:
+            low = load(limbs + 8 * below - 8)
+            top = top | (low >> (64 - shift))
+            if (low << shift) != 0:
+                sticky = 1
+            below -= 1
     while below > 0 and sticky == 0:
         below -= 1
         sticky = load(limbs + 8 * below) != 0
@@ -607,9 +607,9 @@ def int_integral_order(v: int, t: int) -> int:
 def magnitude_order(v: int, m: int, shift: int) -> int:
     """-1, 0 or 1 as the magnitude of the big int ``v`` is below, equal to or above
     ``m << shift`` (``m`` of 53 bits), limb by limb without making that int."""
-    count = load(v + L.BIGINT_INFO) & L.LIMB_MASK
+    count = load(v + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK
     limbs = v + L.BIGINT_LIMBS
-    length = 32 * count - clz64(load(limbs + 8 * count - 8) << 32)
+    length = 64 * count - clz64(load(limbs + 8 * count - 8))
     if length != 53 + shift:
         if length < 53 + shift:
             return 0 - 1
@@ -618,7 +618,7 @@ def magnitude_order(v: int, m: int, shift: int) -> int:
     while i > 0:
         i -= 1
         x = load(limbs + 8 * i)
-        y = shifted_limb(m, shift, i)
+        y = shifted_word(m, shift, i)
         if x != y:
             if x < y:
                 return 0 - 1
@@ -626,8 +626,20 @@ def magnitude_order(v: int, m: int, shift: int) -> int:
     return 0
 
 
+def shifted_word(m: int, shift: int, i: int) -> int:
+    """Limb ``i`` (64 bits) of ``m << shift``, for ``m`` of 53 bits."""
+    offset = 64 * i - shift
+    if slt(offset, 0):
+        if slt(offset, 0 - 63):
+            return 0
+        return m << (0 - offset)
+    if offset >= 64:
+        return 0
+    return m >> offset
+
+
 def shifted_limb(m: int, shift: int, i: int) -> int:
-    """Limb ``i`` (32 bits) of ``m << shift``."""
+    """Half ``i`` (32 bits) of ``m << shift``, as ``big_hash`` reads a big int."""
     offset = 32 * i - shift
     if slt(offset, 0):
         if slt(offset, 0 - 31):
@@ -655,7 +667,7 @@ def float_hash(v: int, item: int) -> int:
         if item:
             return w
         return int_hash(w)
-    # as big_hash hashes the equal big int: its info word, then its limbs
+    # as big_hash hashes the equal big int: its sign and count of halves, then its halves
     shift = ((x >> 52) & 0x7FF) - 1075
     m = (x & ((1 << 52) - 1)) | (1 << 52)
     count = (53 + shift + 31) >> 5

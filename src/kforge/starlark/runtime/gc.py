@@ -385,7 +385,7 @@ def block_size(p: int) -> int:
         return L.TUPLE_ITEMS + 8 * load(p + L.TUPLE_LEN)
     if tag == L.TAG_FREE:
         return load(p + L.FREE_SIZE)
-    return L.BIGINT_LIMBS + 8 * (load(p + L.BIGINT_INFO) & L.LIMB_MASK)
+    return L.BIGINT_LIMBS + 8 * (load(p + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK)
 
 
 def heap_walkable(base: int, top: int) -> int:

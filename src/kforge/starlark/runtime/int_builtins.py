@@ -19,8 +19,10 @@ if TYPE_CHECKING:
         big_abs,
         big_alloc,
         big_finish,
+        copy_limbs,
         int_fits_int32,
         mag_mul_limb,
+        scratch,
     )
     from kforge.starlark.runtime.core import (
         buf_byte,
@@ -146,20 +148,27 @@ def parse_digits(p: int, n: int, base: int, negative: int) -> int:
     bits = 1
     while (1 << bits) < base:
         bits += 1
-    capacity = (n * bits) // 32 + 2
+    capacity = (n * bits) // 64 + 2
+    other = scratch(capacity)  # the products go back and forth between it and r
     r = big_alloc(capacity)
     rl = r + L.BIGINT_LIMBS
     store(rl, value)
+    a = rl
     used = 1
     i = first
     while i < n:
         value = chunk_value(p + i, per_chunk, base)
         if value >> 32:
             return 0
-        mag_mul_limb(rl, rl, used, chunk_scale, value)
-        if load(rl + (used << 3)) != 0:
+        mag_mul_limb(other, a, used, chunk_scale, value)
+        t = a
+        a = other
+        other = t
+        if load(a + (used << 3)) != 0:
             used += 1
         i += per_chunk
+    if a != rl:  # the words of r above these are zero: a carry stored there was zero
+        copy_limbs(rl, a, used)
     return big_finish(r, capacity, negative)
 
 

@@ -380,8 +380,8 @@ def write_int_base(b: int, v: int, bits: int, case_offset: int) -> None:
     if info >> 32:
         buf_byte(b, 45)
     limbs = v + L.BIGINT_LIMBS
-    count = info & 0xFFFFFFFF
-    total = count * 32
+    count = info & L.BIGINT_COUNT_MASK
+    total = count * 64
     # the position of the top digit: the highest non-zero group of ``bits`` bits
     position = total - total % bits
     while position > 0 and big_bits(limbs, count, position, bits) == 0:
@@ -396,15 +396,15 @@ def write_int_base(b: int, v: int, bits: int, case_offset: int) -> None:
 
 
 def big_bits(limbs: int, count: int, position: int, bits: int) -> int:
-    """The ``bits`` bits of a magnitude (``count`` 32-bit limbs, one per word) from
-    ``position``; bits above the top limb are zeros (the words there are not limbs)."""
-    limb = position >> 5
-    shift = position & 31
+    """The ``bits`` bits of a magnitude (``count`` 64-bit limbs) from ``position``;
+    bits above the top limb are zeros (the words there are not limbs)."""
+    limb = position >> 6
+    shift = position & 63
     value = 0
     if limb < count:
         value = load(limbs + 8 * limb) >> shift
-    if shift + bits > 32 and limb + 1 < count:
-        value = value | (load(limbs + 8 * limb + 8) << (32 - shift))
+    if shift + bits > 64 and limb + 1 < count:
+        value = value | (load(limbs + 8 * limb + 8) << (64 - shift))
     return value & ((1 << bits) - 1)
 
 
@@ -521,23 +521,23 @@ def write_big_int_as_float(b: int, v: int, c: int) -> None:
     ``shift >= 10``), whose exact digits come from big-int arithmetic (temporaries given
     back: the buffer gets its room first, so that it does not grow among them)."""
     info = load(v + L.BIGINT_INFO)
-    count = info & L.LIMB_MASK
+    count = info & L.BIGINT_COUNT_MASK
     limbs = v + L.BIGINT_LIMBS
     # the top 64 bits, and whether any below them is set
-    top = (load(limbs + 8 * count - 8) << 32) | load(limbs + 8 * count - 16)
+    top = load(limbs + 8 * count - 8)
     shift = 0
     while (top << shift) < (1 << 63):
         shift += 1
-    length = 32 * count - shift
+    length = 64 * count - shift
     next_limb = 0
-    if count > 2:
-        next_limb = load(limbs + 8 * count - 24)
+    if count > 1:
+        next_limb = load(limbs + 8 * count - 16)
     if shift != 0:
-        top = (top << shift) | (next_limb >> (32 - shift))
-        next_limb = next_limb << (32 + shift)  # what is left of it
+        top = (top << shift) | (next_limb >> (64 - shift))
+        next_limb = next_limb << shift  # what is left of it
     sticky = next_limb != 0
     i = 0
-    while i + 3 < count and sticky == 0:
+    while i + 2 < count and sticky == 0:
         sticky = load(limbs + 8 * i) != 0
         i += 1
     m = top >> 11
@@ -564,7 +564,8 @@ def write_big_int_as_float(b: int, v: int, c: int) -> None:
         upper = 32
         c += 32
     buf_reserve(b, _BIG_DIGITS)
-    big_prepare(3 * 40)  # what the decimal conversion of a double's value asks for
+    # what the divisions of a double's value (17 limbs) by powers of ten ask for
+    big_prepare(6 * (17 + 17) + 4)
     mark = heap_pointer()
     value = big_lshift(int_from_magnitude(m, 0), shift)
     start = load(b + L.BUF_LEN)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 from kforge.starlark import layout as L
 from kforge.starlark.runtime.floats import OP_ADD, OP_DIV, OP_FLOORDIV, OP_MOD, OP_MUL, OP_SUB
-from kforge.starlark.runtime.intrinsics import FLOATS, load, sar, slt, text
+from kforge.starlark.runtime.intrinsics import FLOATS, inline, load, sar, slt, text
 
 if TYPE_CHECKING:
     from kforge.starlark.runtime.bigint import (
@@ -59,6 +59,7 @@ _HALF: Final = 1 << 31
 _SMALL_LIMIT: Final = 1 << 62
 
 
+@inline
 def both_ints(a: int, b: int) -> int:
     """1 if ``a`` and ``b`` are ints of either kind: the test every arithmetic operator
     makes first, in place (compiled code has already taken two small ints, so the

@@ -60,7 +60,7 @@ def range_argument(v: int, what: int) -> int:
         return sar(v, 1)
     if tag_of(v) == L.TAG_BIGINT:
         info = load(v + L.BIGINT_INFO)
-        if (info & 0xFFFFFFFF) <= 2:
+        if (info & L.BIGINT_COUNT_MASK) == 1:
             n = big_to_word(v)
             if (info >> 32) == 0:
                 if slt(n, 0) == 0:

@@ -122,11 +122,11 @@ def int_param(v: int, name: int, position: int, default: int) -> int:
     if tag_of(v) != L.TAG_INT:
         error_param_type(name, position, v, text("int"))
     info = load(v + L.BIGINT_INFO)
-    count = info & 0xFFFFFFFF
-    top = load(v + L.BIGINT_LIMBS + 8)
+    count = info & L.BIGINT_COUNT_MASK
+    low = load(v + L.BIGINT_LIMBS)
     # int64 holds magnitudes below 2**63, and -2**63 itself
-    minimum = count == 2 and info >> 32 != 0 and top == (1 << 31) and load(v + L.BIGINT_LIMBS) == 0
-    if (count > 2 or top >= (1 << 31)) and minimum == 0:
+    minimum = count == 1 and info >> 32 != 0 and low == (1 << 63)
+    if (count > 1 or low >= (1 << 63)) and minimum == 0:
         b = buf_new(64)
         buf_str(b, name)
         buf_str(b, text(": for parameter "))

@@ -715,13 +715,25 @@ def string_hash(s: int) -> int:
 
 
 def big_hash(v: int) -> int:
-    n = load(v + L.BIGINT_INFO)
-    h = mix(n)
-    count = n & 0xFFFFFFFF
-    i = 0
-    while i < count:
-        h = mix(h ^ load(v + L.BIGINT_LIMBS + 8 * i))
-        i += 1
+    """The hash of a big int: its magnitude's 32-bit halves (without a leading zero
+    half) mixed in after its sign and their count, low half first.  Floats hash
+    integral values the same way (``float_hash``)."""
+    info = load(v + L.BIGINT_INFO)
+    n = info & L.BIGINT_COUNT_MASK
+    p = v + L.BIGINT_LIMBS
+    end = p + 8 * n
+    halves = n << 1
+    if (load(end - 8) >> 32) == 0:
+        halves -= 1
+    h = mix(info - n + halves)
+    mask = L.HALF_MASK
+    shift = 32
+    while p < end:
+        x = load(p)
+        h = mix(h ^ (x & mask))
+        p += 8
+        if p < end or (x >> shift) != 0:
+            h = mix(h ^ (x >> shift))
     return h
 
 
@@ -730,7 +742,7 @@ def big_equal(a: int, b: int) -> int:
     info = load(a + L.BIGINT_INFO)
     if info != load(b + L.BIGINT_INFO):
         return 0
-    return memory_equal(a + L.BIGINT_LIMBS, b + L.BIGINT_LIMBS, 8 * (info & 0xFFFFFFFF))
+    return memory_equal(a + L.BIGINT_LIMBS, b + L.BIGINT_LIMBS, 8 * (info & L.BIGINT_COUNT_MASK))
 
 
 def big_compare(a: int, b: int) -> int:
@@ -758,9 +770,9 @@ def big_compare(a: int, b: int) -> int:
         return 0 - 1
     order = mag_compare(
         a + L.BIGINT_LIMBS,
-        load(a + L.BIGINT_INFO) & L.LIMB_MASK,
+        load(a + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK,
         b + L.BIGINT_LIMBS,
-        load(b + L.BIGINT_INFO) & L.LIMB_MASK,
+        load(b + L.BIGINT_INFO) & L.BIGINT_COUNT_MASK,
     )
     if sa == 1:
         return order
