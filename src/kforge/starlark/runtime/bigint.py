@@ -901,6 +901,8 @@ def big_mul(a: int, b: int) -> int:
         return 1
     sign = (x_info ^ y_info) >> 32
     k = load(y + L.BIGINT_LIMBS)
+    if n == 1:  # two words
+        return product_of_words(load(x + L.BIGINT_LIMBS), k, sign)
     if m == 1 and (k >> 32) == 0:
         r = big_alloc(n + 1)
         mag_mul_limb(r + L.BIGINT_LIMBS, x + L.BIGINT_LIMBS, n, k, 0)
@@ -910,6 +912,30 @@ def big_mul(a: int, b: int) -> int:
     mag_mul(r + L.BIGINT_LIMBS, y + L.BIGINT_LIMBS, m, x + L.BIGINT_LIMBS, n, work)
     return big_finish(r, n + m, sign)
 
+
+
+def product_of_words(u: int, w: int, sign: int) -> int:
+    """The int ``u * w`` with ``sign``, for two words: four products of halves, the
+    middle ones added to the low product's upper half one at a time (each sum stays
+    below 2**64)."""
+    mask = L.HALF_MASK
+    shift = 32
+    u0 = u & mask
+    u1 = u >> shift
+    w0 = w & mask
+    w1 = w >> shift
+    low = u0 * w0
+    middle = u1 * w0 + (low >> shift)
+    other = u0 * w1 + (middle & mask)
+    high = u1 * w1 + (middle >> shift) + (other >> shift)
+    word = (other << shift) | (low & mask)
+    if high == 0:
+        return int_from_magnitude(word, sign)
+    r = big_alloc(2)
+    store(r + L.BIGINT_INFO, (sign << 32) | 2)
+    store(r + L.BIGINT_LIMBS, word)
+    store(r + L.BIGINT_LIMBS + 8, high)
+    return r
 
 def big_floordiv(a: int, b: int) -> int:
     """``a // b``, floored."""
