@@ -379,8 +379,10 @@ for x in values:
             + " "
             + printed(-x >> 63, -x >> 64)
         )
-        lines.append(printed(x >> 1, x << 1, x >> 63, x << 63, x >> 64, x << 64, x >> 65, x << 65, x >> 128))
-        lines.append(printed("%x %o %X" % (x, x, -x), True, True))
+        lines.append(
+            printed(x >> 1, x << 1, x >> 63, x << 63, x >> 64, x << 64, x >> 65, x << 65, x >> 128)
+        )
+        lines.append(printed(f"{x:x} {x:o} {-x:X}", True, True))
         for d in divisors:
             lines.append(printed(x // d, x % d, -x // d, -x % d, x // -d, x % -d, True))
     assert_prints(run_both_tiers(source), "".join(lines))

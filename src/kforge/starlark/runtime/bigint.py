@@ -603,6 +603,7 @@ def mag_div_limb(quotient: int, p: int, n: int, d: int) -> int:
         rem = num0 % d
     return rem
 
+
 def halves_div_half(quotient: int, p: int, n: int, d: int) -> int:
     """``quotient[0:n] = p[0:n] // d`` on 32-bit halves one per word, for
     ``0 < d < 2**32`` (``quotient`` may be ``p``), four halves a turn, one ``DIV`` and
@@ -948,7 +949,6 @@ def big_mul(a: int, b: int) -> int:
     return big_finish(r, n + m, sign)
 
 
-
 def product_of_words(u: int, w: int, sign: int) -> int:
     """The int ``u * w`` with ``sign``, for two words: four products of halves, the
     middle ones added to the low product's upper half one at a time (each sum stays
@@ -971,6 +971,7 @@ def product_of_words(u: int, w: int, sign: int) -> int:
     store(r + L.BIGINT_LIMBS, word)
     store(r + L.BIGINT_LIMBS + 8, high)
     return r
+
 
 def big_floordiv(a: int, b: int) -> int:
     """``a // b``, floored."""
