@@ -133,24 +133,20 @@ class RunFacts:
 class ProgramPlan:
     """The blocks of a program and what the compiler and host need to know of them."""
 
-    code: tuple[Instruction, ...]
+    #: What running the compiled code needs (the code among it); kept with the module.
+    facts: RunFacts
     blocks: tuple[Block, ...]
     regions: tuple[Region, ...]
     #: Where each region starts (ascending).
     region_starts: tuple[int, ...]
-    #: ``enterable[pc]`` is 1 when compiled code can start at ``pc`` (a compiled block's leader).
-    enterable: bytes
     #: Block index of each leader.
     block_at: dict[int, int]
     #: Instructions that must compute their flags.
     flag_materialized: frozenset[int]
-    #: Whether the program holds a TICK instruction.
-    has_tick: bool
-    #: Registers some instruction names (the only ones compiled code reads or writes).
-    used_registers: tuple[int, ...]
 
-    def run_facts(self) -> RunFacts:
-        return RunFacts(self.code, self.enterable, self.has_tick, self.used_registers)
+    @property
+    def code(self) -> tuple[Instruction, ...]:
+        return self.facts.code
 
     def block_of(self, pc: int) -> Block:
         """The block whose leader is ``pc``."""
@@ -305,13 +301,15 @@ def plan_program(
             enterable[block.start] = 1
             materialized += _materialized_in(code, block)
     return ProgramPlan(
-        code=code,
+        facts=RunFacts(
+            code=code,
+            enterable=bytes(enterable),
+            has_tick=any(insn.opcode == Opcode.TICK for insn in code),
+            used_registers=used_registers(code),
+        ),
         blocks=blocks,
         regions=regions,
         region_starts=tuple(region.start for region in regions),
-        enterable=bytes(enterable),
         block_at={block.start: block.index for block in blocks},
         flag_materialized=frozenset(materialized),
-        has_tick=any(insn.opcode == Opcode.TICK for insn in code),
-        used_registers=used_registers(code),
     )

@@ -268,7 +268,7 @@ class FastTier:
             module = wasmtime.Module.deserialize(self.engine, built)
         else:
             module = wasmtime.Module(self.engine, generate_wat(plan))
-        facts = plan.run_facts()
+        facts = plan.facts
         if self.disk:
             self.disk.store(program.program_id, module, facts)
         return CompiledProgram(self.engine, module, facts, program.program_id)
